@@ -1,0 +1,91 @@
+"""Games behind one vectorized two-player zero-sum protocol (see ``envs.base``).
+
+``make_game(name, num_envs, seed=None, **params)`` builds a ``VectorGame``:
+
+- ``"rps"`` / ``"rock_paper_scissors"``, ``"biased_rps"``, ``"matching_pennies"``:
+  known matrix games with their Nash equilibrium as ``known_nash``;
+- ``"matrix"`` with ``payoff=[[...], ...]``: any zero-sum matrix game (row
+  player's payoffs);
+- any other name: an OpenSpiel game (``"kuhn_poker"``, ``"leduc_poker"``,
+  ``"tic_tac_toe"``, ``"connect_four"``, ...), ``params`` being its OpenSpiel
+  parameters; ``"name(key=value,...)"`` strings work too.
+
+``game_info(name, **params)`` gives ``(obs_size, num_actions)`` without building
+a vector of environments.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from envs.base import NO_ACTION, StepResult, VectorGame, outcome_from_returns
+from envs.matrix import ALIASES, KNOWN_GAMES, MatrixGame, MatrixNash
+
+__all__ = [
+    "NO_ACTION",
+    "StepResult",
+    "VectorGame",
+    "outcome_from_returns",
+    "MatrixGame",
+    "MatrixNash",
+    "GameInfo",
+    "make_game",
+    "game_info",
+    "is_matrix_game",
+]
+
+
+class GameInfo(NamedTuple):
+    obs_size: int
+    num_actions: int
+
+
+def is_matrix_game(name: str) -> bool:
+    return name == "matrix" or name in KNOWN_GAMES or name in ALIASES
+
+
+def make_game(name: str, num_envs: int, seed: int | None = None, **params) -> VectorGame:
+    """Build ``num_envs`` environments of game ``name`` (see module docstring).
+    Raises ValueError on an unknown name, bad parameters, or a game that is not
+    two-player zero-sum."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"game name must be a non-empty string, got {name!r}")
+    if name == "matrix":
+        if "payoff" not in params:
+            raise ValueError('game "matrix" needs a payoff=[[...], ...] parameter (row player\'s payoffs)')
+        payoff = params.pop("payoff")
+        if params:
+            raise ValueError(f'game "matrix" takes only payoff=..., got also {sorted(params)}')
+        return MatrixGame(payoff, num_envs, name="matrix", seed=seed)
+    if is_matrix_game(name):
+        if params:
+            raise ValueError(f"matrix game {name!r} takes no parameters, got {sorted(params)}")
+        return MatrixGame.known(name, num_envs, seed=seed)
+    from envs.openspiel import OpenSpielGame  # pyspiel import only when needed
+
+    return OpenSpielGame(name, num_envs, params=params or None, seed=seed)
+
+
+def game_info(name: str, **params) -> GameInfo:
+    """``(obs_size, num_actions)`` of a game, cheaply (no environments built)."""
+    if name == "matrix":
+        if "payoff" not in params:
+            raise ValueError('game "matrix" needs a payoff=[[...], ...] parameter')
+        import numpy as np
+
+        shape = np.asarray(params["payoff"], dtype=float).shape
+        if len(shape) != 2:
+            raise ValueError(f"payoff must be a 2-D matrix, got shape {shape}")
+        return GameInfo(obs_size=2, num_actions=int(max(shape)))
+    if is_matrix_game(name):
+        payoff, _ = KNOWN_GAMES[ALIASES.get(name, name)]
+        return GameInfo(obs_size=2, num_actions=max(len(payoff), len(payoff[0])))
+    from envs.openspiel import load_two_player_zero_sum, uses_information_state
+
+    game = load_two_player_zero_sum(name, params or None)
+    size = (
+        game.information_state_tensor_size()
+        if uses_information_state(game)
+        else game.observation_tensor_size()
+    )
+    return GameInfo(obs_size=int(size), num_actions=int(game.num_distinct_actions()))

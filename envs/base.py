@@ -1,0 +1,75 @@
+"""The one vectorized two-player zero-sum protocol every game implements.
+
+E environments are stepped at once. Seats are 0 and 1. In every environment
+either one seat acts (turn-based games) or both do (simultaneous-move games);
+``movers()`` says which. Actions are passed as an (E, 2) integer array with
+``NO_ACTION`` (-1) where a seat does not act. Finished environments reset
+themselves inside ``step``; the returns of the episode that just ended are
+reported in the ``StepResult`` of that step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+NO_ACTION = -1
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one vector step produced.
+
+    done:    (E,) bool, the episode in that environment ended on this step (and
+             the environment has already been reset).
+    returns: (E, 2) float64, each seat's total return of the episode that ended;
+             zero where ``done`` is False.
+    """
+
+    done: np.ndarray
+    returns: np.ndarray
+
+
+def outcome_from_returns(returns: np.ndarray) -> np.ndarray:
+    """Seat-0 score of finished episodes: 1 win, 0.5 draw, 0 loss."""
+    diff = np.asarray(returns)[..., 0] - np.asarray(returns)[..., 1]
+    return np.where(diff > 0, 1.0, np.where(diff < 0, 0.0, 0.5))
+
+
+class VectorGame:
+    """Interface of a vector of E two-player zero-sum environments.
+
+    Attributes every implementation sets:
+      name:         game name, e.g. "kuhn_poker"
+      num_envs:     E
+      num_actions:  size of the (shared) action space
+      obs_size:     length of the flat float32 observation of one seat
+      simultaneous: True when both seats act on every step
+    """
+
+    name: str
+    num_envs: int
+    num_actions: int
+    obs_size: int
+    simultaneous: bool
+
+    def reset(self, seed: int | None = None) -> None:
+        raise NotImplementedError
+
+    def movers(self) -> np.ndarray:
+        """(E, 2) bool: seat s must act in environment e on the next step."""
+        raise NotImplementedError
+
+    def observe(self, seat: int, envs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Observations (n, obs_size) float32 and legal masks (n, num_actions) bool
+        of ``seat`` in the environments ``envs`` (indices; all when None).
+        Rows of environments where the seat does not act are valid observations
+        with an all-False mask."""
+        raise NotImplementedError
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        """Apply (E, 2) actions; ``NO_ACTION`` where a seat does not act.
+        Raises ValueError (and changes no environment) on a wrong shape or an
+        illegal action."""
+        raise NotImplementedError

@@ -1,0 +1,364 @@
+"""One schema for the whole league: dataclasses, YAML files, dotted overrides.
+
+    cfg = load_config("configs/kuhn_poker.yaml", ["run.max_minutes=10", "roles.main_agent.count=2"])
+
+An unknown key or an invalid value raises ``ConfigError`` whose message names
+the dotted key, so the launcher can stop before Ray starts with one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown or its value invalid; ``key`` names it."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(f"{key}: {message}" if key else message)
+        self.key = key
+
+
+SAMPLING = ("alphastar", "pfsp", "nash", "latest", "self")
+WEIGHTING = ("hard", "squared", "variance", "linear", "linear_capped")
+
+
+@dataclass
+class GameConfig:
+    name: str = "kuhn_poker"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RoleConfig:
+    """Matchmaking, snapshot and reset rules of one role (AlphaStar defaults)."""
+
+    count: int = 1
+    sampling: str = "alphastar"
+    pfsp_weighting: str = "hard"
+    pfsp_exponent: float = 2.0
+    # main agent branches
+    self_play: float = 0.35
+    pfsp: float = 0.50
+    forgotten: float = 0.15
+    forgotten_main_threshold: float = 0.7
+    forgotten_exploiter_threshold: float = 0.3
+    # play a live learner only while beating it at least this often
+    live_threshold: float = 0.3
+    # snapshots: every N learner steps, or earlier for exploiters that beat
+    # their targets more than snapshot_win_rate after min_steps_before_snapshot
+    snapshot_every_steps: int = 20_000
+    min_steps_before_snapshot: int = 5_000
+    snapshot_win_rate: float = 0.7
+    min_games_for_snapshot: float = 20.0
+    reset_probability: float = 0.0
+    reset_to: str | None = None
+
+    def validate(self, key: str) -> None:
+        if self.count < 0:
+            raise ConfigError(f"{key}.count", f"must be >= 0, got {self.count}")
+        if self.sampling not in SAMPLING:
+            raise ConfigError(f"{key}.sampling", f"must be one of {', '.join(SAMPLING)}, got {self.sampling!r}")
+        if self.pfsp_weighting not in WEIGHTING:
+            raise ConfigError(f"{key}.pfsp_weighting", f"must be one of {', '.join(WEIGHTING)}, got {self.pfsp_weighting!r}")
+        for name in ("self_play", "pfsp", "forgotten", "forgotten_main_threshold", "forgotten_exploiter_threshold",
+                     "live_threshold", "snapshot_win_rate", "reset_probability"):
+            _unit(f"{key}.{name}", getattr(self, name))
+        if abs(self.self_play + self.pfsp + self.forgotten - 1.0) > 1e-9:
+            raise ConfigError(f"{key}.self_play", "self_play + pfsp + forgotten must sum to 1, got "
+                              f"{self.self_play + self.pfsp + self.forgotten:g}")
+        _positive(f"{key}.snapshot_every_steps", self.snapshot_every_steps)
+        _nonneg(f"{key}.min_steps_before_snapshot", self.min_steps_before_snapshot)
+        _nonneg(f"{key}.pfsp_exponent", self.pfsp_exponent)
+
+
+def _main_agent() -> RoleConfig:
+    return RoleConfig(count=1, pfsp_weighting="squared", reset_probability=0.0)
+
+
+def _main_exploiter() -> RoleConfig:
+    return RoleConfig(count=1, pfsp_weighting="variance", live_threshold=0.1, reset_probability=1.0)
+
+
+def _league_exploiter() -> RoleConfig:
+    return RoleConfig(count=2, pfsp_weighting="linear_capped", reset_probability=0.25)
+
+
+@dataclass
+class RolesConfig:
+    main_agent: RoleConfig = field(default_factory=_main_agent)
+    main_exploiter: RoleConfig = field(default_factory=_main_exploiter)
+    league_exploiter: RoleConfig = field(default_factory=_league_exploiter)
+
+
+@dataclass
+class LeagueConfig:
+    payoff_decay: float = 0.99
+    payoff_prior_games: float = 0.0
+    pool_max_size: int = 1000
+    nash_every_seconds: float = 5.0
+    nash_every_results: int = 20_000
+    elo_k: float = 16.0
+    elo_initial: float = 1000.0
+    seed_snapshots: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PolicyConfig:
+    hidden: list[int] = field(default_factory=lambda: [128, 128])
+    activation: str = "tanh"
+
+
+@dataclass
+class RolloutConfig:
+    workers_per_learner: int = 1
+    envs_per_worker: int = 256
+    steps_per_batch: int = 4096
+    max_inflight_batches: int = 2
+    results_batch_size: int = 512
+    opponent_inference: str = "inprocess"
+    matches_per_request: int = 64
+
+
+@dataclass
+class EvaluatorConfig:
+    count: int = 1
+    games_per_pair: int = 256
+    exact: bool = True
+
+
+@dataclass
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api: bool = True
+    lru_size: int = 256
+    max_batch_size: int = 16
+    batch_wait_timeout_s: float = 0.002
+    max_ongoing_requests: int = 256
+    num_cpus: float = 0.2
+
+
+@dataclass
+class RayConfig:
+    address: str | None = None
+    namespace: str = "league"
+    coordinator_name: str = "coordinator"
+    num_cpus: int | None = None
+
+
+@dataclass
+class RunConfig:
+    storage: str = "runs/default"
+    max_minutes: float | None = None
+    max_env_steps: int | None = None
+    seed: int = 0
+    progress_every_seconds: float = 5.0
+    exploitability_every_seconds: float = 30.0
+
+
+@dataclass
+class Config:
+    game: GameConfig = field(default_factory=GameConfig)
+    roles: RolesConfig = field(default_factory=RolesConfig)
+    league: LeagueConfig = field(default_factory=LeagueConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    ppo: dict[str, Any] = field(default_factory=dict)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def validate(self) -> "Config":
+        for name in ("main_agent", "main_exploiter", "league_exploiter"):
+            getattr(self.roles, name).validate(f"roles.{name}")
+        if self.roles.main_agent.count < 1 and not any(
+            getattr(self.roles, r).count for r in ("main_exploiter", "league_exploiter")
+        ):
+            raise ConfigError("roles.main_agent.count", "the league needs at least one learner")
+        if not self.game.name:
+            raise ConfigError("game.name", "must not be empty")
+        _unit("league.payoff_decay", self.league.payoff_decay, open_low=True)
+        _nonneg("league.payoff_prior_games", self.league.payoff_prior_games)
+        _positive("league.pool_max_size", self.league.pool_max_size)
+        _positive("league.nash_every_seconds", self.league.nash_every_seconds)
+        _positive("league.nash_every_results", self.league.nash_every_results)
+        _positive("league.elo_k", self.league.elo_k)
+        if not self.policy.hidden or any(h < 1 for h in self.policy.hidden):
+            raise ConfigError("policy.hidden", f"must be a non-empty list of positive sizes, got {self.policy.hidden}")
+        if self.policy.activation not in ("tanh", "relu"):
+            raise ConfigError("policy.activation", f"must be tanh or relu, got {self.policy.activation!r}")
+        for name in ("workers_per_learner", "envs_per_worker", "steps_per_batch", "max_inflight_batches",
+                     "results_batch_size", "matches_per_request"):
+            _positive(f"rollout.{name}", getattr(self.rollout, name))
+        if self.rollout.opponent_inference not in ("inprocess", "serve"):
+            raise ConfigError("rollout.opponent_inference", f"must be inprocess or serve, got {self.rollout.opponent_inference!r}")
+        _nonneg("evaluator.count", self.evaluator.count)
+        _positive("evaluator.games_per_pair", self.evaluator.games_per_pair)
+        if not (0 < self.serve.port < 65536):
+            raise ConfigError("serve.port", f"must be a TCP port, got {self.serve.port}")
+        for name in ("lru_size", "max_batch_size", "max_ongoing_requests"):
+            _positive(f"serve.{name}", getattr(self.serve, name))
+        _nonneg("serve.batch_wait_timeout_s", self.serve.batch_wait_timeout_s)
+        _nonneg("serve.num_cpus", self.serve.num_cpus)
+        if self.run.max_minutes is not None:
+            _positive("run.max_minutes", self.run.max_minutes)
+        if self.run.max_env_steps is not None:
+            _positive("run.max_env_steps", self.run.max_env_steps)
+        if not self.run.storage:
+            raise ConfigError("run.storage", "must not be empty")
+        _positive("run.progress_every_seconds", self.run.progress_every_seconds)
+        if self.ray.num_cpus is not None:
+            _positive("ray.num_cpus", self.ray.num_cpus)
+        return self
+
+    def role(self, agent_type) -> RoleConfig:
+        return getattr(self.roles, getattr(agent_type, "value", agent_type))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _unit(key: str, value: float, open_low: bool = False) -> None:
+    if not math.isfinite(value) or value > 1 or value < 0 or (open_low and value == 0):
+        raise ConfigError(key, f"must be in {'(0' if open_low else '[0'}, 1], got {value}")
+
+
+def _positive(key: str, value: float) -> None:
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(key, f"must be > 0, got {value}")
+
+
+def _nonneg(key: str, value: float) -> None:
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(key, f"must be >= 0, got {value}")
+
+
+# -- building dataclasses from plain data, with types checked -----------------
+
+def from_dict(cls: type, data: Any, prefix: str = "") -> Any:
+    """Build dataclass ``cls`` from a mapping, checking every key and type."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(prefix, f"must be a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if key not in names:
+            raise ConfigError(dotted, f"unknown key (known: {', '.join(sorted(names))})")
+        kwargs[key] = _coerce(hints[key], value, dotted)
+    return cls(**kwargs)
+
+
+def _coerce(tp: Any, value: Any, key: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(inner[0], value, key)
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, key)
+    if tp is Any:
+        return value
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(key, f"must be a list, got {value!r}")
+        (item,) = typing.get_args(tp) or (Any,)
+        return [_coerce(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(key, f"must be a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(key, f"must be true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
+            raise ConfigError(key, f"must be an integer, got {value!r}")
+        return int(value)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(key, f"must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(key, f"must be a finite number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(key, f"must be a string, got {value!r}")
+        return value
+    return value
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``a.b.c=value`` -> (["a", "b", "c"], value parsed as YAML)."""
+    if "=" not in text:
+        raise ConfigError(text, "an override must look like key=value")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(key, "an override needs a dotted key before '='")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(key, f"cannot parse value {raw!r}: {exc}") from None
+    return key.split("."), value
+
+
+def _merge(base: dict, path: list[str], value: Any) -> None:
+    node = base
+    for part in path[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[path[-1]] = value
+
+
+def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] = ()) -> Config:
+    """Defaults, then the YAML file, then ``key=value`` overrides; validated."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                loaded = yaml.safe_load(f)
+        except OSError as exc:
+            raise ConfigError("--config", f"cannot read {path}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError("--config", f"{path} is not valid YAML: {exc}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError("--config", f"{path} must hold a mapping at top level")
+        data = loaded or {}
+    for text in overrides:
+        keys, value = parse_override(text)
+        _merge(data, keys, value)
+    # Role sections start from the role's own defaults, not RoleConfig's.
+    cfg = Config()
+    roles = data.pop("roles", None) or {}
+    if not isinstance(roles, dict):
+        raise ConfigError("roles", "must be a mapping")
+    built = from_dict(Config, data)
+    for name, value in roles.items():
+        if name not in ("main_agent", "main_exploiter", "league_exploiter"):
+            raise ConfigError(f"roles.{name}", "unknown role (known: league_exploiter, main_agent, main_exploiter)")
+        base = dataclasses.asdict(getattr(cfg.roles, name))
+        if not isinstance(value, dict):
+            raise ConfigError(f"roles.{name}", "must be a mapping")
+        base.update(value)
+        setattr(built.roles, name, from_dict(RoleConfig, base, f"roles.{name}"))
+    return built.validate()

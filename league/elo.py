@@ -1,0 +1,68 @@
+"""Elo ratings from match results (Elo 1978).
+
+expected(a, b) = 1 / (1 + 10 ** ((r_b - r_a) / 400)); after a game with score s
+for a, r_a += K (s - expected). Anchor agents keep a fixed rating so that
+ratings mean the same across runs: by default ``uniform_random``, a policy
+that picks uniformly among legal actions, pinned at 1000.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping, Sequence
+
+UNIFORM_RANDOM = "uniform_random"
+
+
+def expected_score(r_a: float, r_b: float) -> float:
+    return 1.0 / (1.0 + 10.0 ** ((r_b - r_a) / 400.0))
+
+
+class EloTable:
+    def __init__(self, k: float = 16.0, initial: float = 1000.0, anchors: Mapping[str, float] | None = None):
+        if not (k > 0 and math.isfinite(k)):
+            raise ValueError(f"Elo K must be a positive number, got {k}")
+        self.k = float(k)
+        self.initial = float(initial)
+        self.anchors = dict({UNIFORM_RANDOM: 1000.0} if anchors is None else anchors)
+        self.ratings: dict[str, float] = dict(self.anchors)
+        self.games: dict[str, int] = {a: 0 for a in self.anchors}
+
+    def rating(self, agent_id: str) -> float:
+        return self.ratings.get(agent_id, self.initial)
+
+    def add(self, agent_id: str, rating: float | None = None) -> None:
+        if agent_id not in self.ratings:
+            self.ratings[agent_id] = self.initial if rating is None else float(rating)
+            self.games[agent_id] = 0
+
+    def remove(self, agent_id: str) -> None:
+        if agent_id not in self.anchors:
+            self.ratings.pop(agent_id, None)
+            self.games.pop(agent_id, None)
+
+    def update(self, a: str, b: str, score: float) -> None:
+        self.update_batch([a], [b], [score])
+
+    def update_batch(self, a_ids: Sequence[str], b_ids: Sequence[str], scores: Iterable[float]) -> set[str]:
+        """Sequential updates in batch order; returns the ids whose rating moved."""
+        scores = list(scores)
+        if not (len(a_ids) == len(b_ids) == len(scores)):
+            raise ValueError("Elo batch: ids and scores must have the same length")
+        for s in scores:
+            if not (0.0 <= s <= 1.0):
+                raise ValueError(f"Elo score must be in [0, 1], got {s}")
+        moved = set()
+        for a, b, s in zip(a_ids, b_ids, scores):
+            self.add(a)
+            self.add(b)
+            delta = self.k * (s - expected_score(self.ratings[a], self.ratings[b]))
+            if a not in self.anchors:
+                self.ratings[a] += delta
+                moved.add(a)
+            if b not in self.anchors:
+                self.ratings[b] -= delta
+                moved.add(b)
+            self.games[a] += 1
+            self.games[b] += 1
+        return moved

@@ -1,0 +1,261 @@
+"""Opponent selection: prioritized fictitious self-play and the AlphaStar role rules.
+
+PFSP (Vinyals et al. 2019, "Grandmaster level in StarCraft II using multi-agent
+reinforcement learning", Methods): an opponent B is drawn for agent A with
+probability proportional to f(P[A beats B]), where
+
+    f_hard(x) = (1 - x)^p        focus on the opponents A loses to
+    f_var(x)  = x (1 - x)        focus on opponents of A's own level
+    linear(x) = 1 - x, linear_capped(x) = min(0.5, 1 - x)
+
+Besides PFSP a role may draw from the current Nash mixture over the pool (the
+best-response step of PSRO, Lanctot et al. 2017), from the latest snapshot of
+its own learner, or always play its live self (naive self-play): PSRO and
+self-play are configurations of the same league.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from league.config import RoleConfig
+from league.pool import AgentPool, AgentType
+
+WeightFunction = Callable[[float], float]
+
+
+def f_hard(x: np.ndarray, p: float = 2.0) -> np.ndarray:
+    return (1.0 - np.asarray(x, dtype=float)) ** p
+
+
+def f_var(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=float)
+    return x * (1.0 - x)
+
+
+def f_linear(x: np.ndarray) -> np.ndarray:
+    return 1.0 - np.asarray(x, dtype=float)
+
+
+def f_linear_capped(x: np.ndarray) -> np.ndarray:
+    return np.minimum(0.5, 1.0 - np.asarray(x, dtype=float))
+
+
+WEIGHTINGS = {
+    "hard": f_hard,
+    "squared": lambda x: f_hard(x, 2.0),
+    "variance": f_var,
+    "linear": f_linear,
+    "linear_capped": f_linear_capped,
+}
+
+
+def pfsp_weights(win_rates: Sequence[float], weighting: str | WeightFunction = "hard", p: float = 2.0) -> np.ndarray:
+    """Unnormalized PFSP weights f(x) of each win rate x."""
+    x = np.asarray(win_rates, dtype=float)
+    if x.size and (not np.all(np.isfinite(x)) or np.any((x < 0) | (x > 1))):
+        raise ValueError(f"win rates must lie in [0, 1], got {x[~((x >= 0) & (x <= 1))][:3]}")
+    if callable(weighting):
+        w = np.array([float(weighting(float(v))) for v in x])
+    elif weighting == "hard":
+        w = f_hard(x, p)
+    elif weighting in WEIGHTINGS:
+        w = WEIGHTINGS[weighting](x)
+    else:
+        raise ValueError(f"unknown PFSP weighting {weighting!r}; expected one of {sorted(WEIGHTINGS)} or a callable")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("a PFSP weight function must return finite non-negative weights")
+    return w
+
+
+def pfsp_probabilities(win_rates: Sequence[float], weighting: str | WeightFunction = "hard", p: float = 2.0) -> np.ndarray:
+    """PFSP sampling distribution; uniform when every weight is zero."""
+    w = pfsp_weights(win_rates, weighting, p)
+    if w.size == 0:
+        return w
+    total = w.sum()
+    return w / total if total > 0 else np.full(w.size, 1.0 / w.size)
+
+
+class WinRates(Protocol):
+    def win_rates_for(self, a: str, ids: Sequence[str]) -> np.ndarray: ...
+
+
+class LeagueMatchmaker:
+    """The seed tutorial's matchmaker: PFSP over the pool, or Nash sampling.
+
+    ``select_opponent(focal)`` draws an opponent for ``focal`` among the other
+    agents of the pool: from the Nash weights when they are set
+    (``set_nash_weights``), otherwise by PFSP with the weight function
+    (``set_weight_function``; None restores f_hard with p=2).
+    """
+
+    def __init__(
+        self,
+        agent_pool: AgentPool,
+        match_database: WinRates,
+        weight_function: WeightFunction | str | None = None,
+        seed: int | None = None,
+    ):
+        self.pool = agent_pool
+        self.match_database = match_database
+        self._weighting: WeightFunction | str = weight_function or "hard"
+        self._nash: dict[str, float] | None = None
+        self.rng = np.random.default_rng(seed)
+
+    def set_weight_function(self, fn: WeightFunction | str | None) -> None:
+        if fn is not None and not callable(fn) and fn not in WEIGHTINGS:
+            raise ValueError(f"unknown PFSP weighting {fn!r}")
+        self._weighting = fn or "hard"
+
+    def set_nash_weights(self, weights: Mapping[str, float] | None) -> None:
+        if weights is None:
+            self._nash = None
+            return
+        clean = {}
+        for agent_id, w in weights.items():
+            w = float(w)
+            if not np.isfinite(w) or w < 0:
+                raise ValueError(f"Nash weight of {agent_id!r} must be finite and >= 0, got {w}")
+            clean[agent_id] = w
+        if sum(clean.values()) <= 0:
+            raise ValueError("Nash weights must have a positive sum")
+        self._nash = clean
+
+    def opponent_probabilities(self, focal: str) -> dict[str, float]:
+        ids = [a for a in self.pool.ids() if a != focal]
+        if not ids:
+            return {}
+        if self._nash is not None:
+            w = np.array([self._nash.get(a, 0.0) for a in ids])
+            if w.sum() > 0:
+                return dict(zip(ids, (w / w.sum()).tolist()))
+        rates = self.match_database.win_rates_for(focal, ids)
+        return dict(zip(ids, pfsp_probabilities(rates, self._weighting).tolist()))
+
+    def select_opponent(self, focal: str) -> str | None:
+        probs = self.opponent_probabilities(focal)
+        if not probs:
+            return None
+        ids = list(probs)
+        return ids[int(self.rng.choice(len(ids), p=np.fromiter(probs.values(), float)))]
+
+
+# -- the league's role rules ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Match:
+    """An assignment for a learner: play ``opponent_id``.
+
+    ``live`` means the opponent is a learner playing with its current weights
+    (self-play, or an exploiter against a main agent); otherwise it is a frozen
+    snapshot of the pool. ``branch`` names the rule that chose it.
+    """
+
+    learner_id: str
+    opponent_id: str
+    live: bool
+    branch: str
+
+
+@dataclass
+class LeagueView:
+    """What role rules read: the pool, win rates, live learners, the Nash."""
+
+    pool: AgentPool
+    win_rates: WinRates
+    learners: Mapping[str, AgentType]
+    nash_weights: Mapping[str, float]
+
+    def main_learners(self) -> list[str]:
+        return [l for l, t in self.learners.items() if t == AgentType.MAIN_AGENT]
+
+
+def choose_match(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, rng: np.random.Generator) -> Match:
+    """One opponent for ``learner_id`` under its role's sampling rule."""
+    snapshots = view.pool.ids()
+    if cfg.sampling == "self" or (not snapshots and cfg.sampling != "alphastar"):
+        return Match(learner_id, learner_id, True, "self_play")
+    if cfg.sampling == "latest":
+        latest = view.pool.latest(learner_id)
+        if latest is None:
+            return Match(learner_id, learner_id, True, "self_play")
+        return Match(learner_id, latest.agent_id, False, "latest")
+    if cfg.sampling == "nash":
+        ids = [a for a, w in view.nash_weights.items() if w > 0 and a in view.pool]
+        if not ids:
+            return _pfsp(learner_id, snapshots, cfg, view, rng, "nash_fallback_pfsp")
+        w = np.array([view.nash_weights[a] for a in ids])
+        return Match(learner_id, ids[int(rng.choice(len(ids), p=w / w.sum()))], False, "nash")
+    if cfg.sampling == "pfsp":
+        return _pfsp(learner_id, snapshots, cfg, view, rng, "pfsp")
+    if role == AgentType.MAIN_AGENT:
+        return _main_agent(learner_id, cfg, view, rng)
+    if role == AgentType.MAIN_EXPLOITER:
+        return _main_exploiter(learner_id, cfg, view, rng)
+    return _league_exploiter(learner_id, cfg, view, rng)
+
+
+def _pfsp(learner_id, candidates, cfg: RoleConfig, view: LeagueView, rng, branch, weighting=None) -> Match:
+    rates = view.win_rates.win_rates_for(learner_id, candidates)
+    probs = pfsp_probabilities(rates, weighting or cfg.pfsp_weighting, cfg.pfsp_exponent)
+    return Match(learner_id, candidates[int(rng.choice(len(candidates), p=probs))], False, branch)
+
+
+def _main_agent(learner_id, cfg: RoleConfig, view: LeagueView, rng) -> Match:
+    """35% self-play, 50% PFSP against every past player, 15% verification
+    against forgotten main snapshots and past main exploiters (the
+    proportions are config values)."""
+    snapshots = view.pool.ids()
+    r = rng.random()
+    if r < cfg.self_play or not snapshots:
+        mains = view.main_learners() or [learner_id]
+        opponent = mains[int(rng.integers(len(mains)))]
+        if opponent == learner_id:
+            return Match(learner_id, learner_id, True, "self_play")
+        if view.win_rates.win_rates_for(learner_id, [opponent])[0] > cfg.live_threshold:
+            return Match(learner_id, opponent, True, "self_play")
+        past = [r.agent_id for r in view.pool.list(learner_id=opponent)]
+        if not past:
+            return Match(learner_id, opponent, True, "self_play")
+        return _pfsp(learner_id, past, cfg, view, rng, "self_play_pfsp", weighting="variance")
+    if r < cfg.self_play + cfg.pfsp:
+        return _pfsp(learner_id, snapshots, cfg, view, rng, "pfsp")
+    exploiters = [r.agent_id for r in view.pool.list(AgentType.MAIN_EXPLOITER)]
+    mains = [r.agent_id for r in view.pool.list(AgentType.MAIN_AGENT)]
+    forgotten = []
+    if exploiters:
+        rates = view.win_rates.win_rates_for(learner_id, exploiters)
+        forgotten += [a for a, x in zip(exploiters, rates) if x < cfg.forgotten_exploiter_threshold]
+    if mains:
+        rates = view.win_rates.win_rates_for(learner_id, mains)
+        forgotten += [a for a, x in zip(mains, rates) if x < cfg.forgotten_main_threshold]
+    if not forgotten:
+        return _pfsp(learner_id, snapshots, cfg, view, rng, "pfsp")
+    return _pfsp(learner_id, forgotten, cfg, view, rng, "forgotten")
+
+
+def _main_exploiter(learner_id, cfg: RoleConfig, view: LeagueView, rng) -> Match:
+    """Play a current main agent; when it wins too rarely against it, use f_var
+    PFSP over that main agent's snapshots (a curriculum)."""
+    mains = view.main_learners()
+    if not mains:
+        return _league_exploiter(learner_id, cfg, view, rng)
+    main = mains[int(rng.integers(len(mains)))]
+    if view.win_rates.win_rates_for(learner_id, [main])[0] > cfg.live_threshold:
+        return Match(learner_id, main, True, "vs_main")
+    past = [r.agent_id for r in view.pool.list(learner_id=main)]
+    if not past:
+        return Match(learner_id, main, True, "vs_main")
+    return _pfsp(learner_id, past, cfg, view, rng, "vs_main_pfsp", weighting="variance")
+
+
+def _league_exploiter(learner_id, cfg: RoleConfig, view: LeagueView, rng) -> Match:
+    snapshots = view.pool.ids()
+    if not snapshots:
+        mains = view.main_learners() or [learner_id]
+        return Match(learner_id, mains[int(rng.integers(len(mains)))], True, "vs_main")
+    return _pfsp(learner_id, snapshots, cfg, view, rng, "pfsp")

@@ -1,0 +1,241 @@
+"""Decayed win/draw/loss counts between every ordered pair of agents.
+
+As in AlphaStar's payoff (Vinyals et al. 2019, pseudocode ``Payoff``): each new
+result for a pair first multiplies that pair's counts by ``decay`` and then adds
+the result, so old games fade and the win rate follows agents that still learn.
+A result for (a, b) updates (b, a) with the mirrored outcome.
+
+An outcome is a score in [0, 1] from the first agent's side: 1 win, 0 loss,
+exactly 0.5 a draw; any other score counts ``score`` wins and ``1 - score``
+losses (the tutorial's fractional outcomes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Iterable, Sequence
+
+import numpy as np
+
+
+class PayoffTable:
+    """Dense decayed counts over a growing set of agent ids."""
+
+    def __init__(self, decay: float = 0.99, prior: float = 0.5, prior_games: float = 0.0):
+        if not (0.0 < decay <= 1.0) or not np.isfinite(decay):
+            raise ValueError(f"decay must be in (0, 1], got {decay}")
+        if not (0.0 <= prior <= 1.0):
+            raise ValueError(f"prior must be in [0, 1], got {prior}")
+        if prior_games < 0 or not np.isfinite(prior_games):
+            raise ValueError(f"prior_games must be >= 0, got {prior_games}")
+        self.decay = float(decay)
+        self.prior = float(prior)
+        self.prior_games = float(prior_games)
+        self._index: dict[str, int] = {}
+        self._ids: list[str] = []
+        cap = 16
+        self._wins = np.zeros((cap, cap))
+        self._draws = np.zeros((cap, cap))
+        self._losses = np.zeros((cap, cap))
+
+    # -- ids ---------------------------------------------------------------
+    @property
+    def ids(self) -> list[str]:
+        return list(self._ids)
+
+    def __contains__(self, agent_id: object) -> bool:
+        return agent_id in self._index
+
+    def add_agent(self, agent_id: str) -> int:
+        if agent_id in self._index:
+            return self._index[agent_id]
+        n = len(self._ids)
+        if n == self._wins.shape[0]:
+            self._grow(2 * n)
+        self._index[agent_id] = n
+        self._ids.append(agent_id)
+        return n
+
+    def remove_agent(self, agent_id: str) -> None:
+        """Forget an agent; keeps the other counts."""
+        i = self._idx(agent_id)
+        keep = [j for j in range(len(self._ids)) if j != i]
+        for name in ("_wins", "_draws", "_losses"):
+            m = getattr(self, name)
+            sub = m[np.ix_(keep, keep)]
+            m[:] = 0.0
+            m[: len(keep), : len(keep)] = sub
+        self._ids.pop(i)
+        self._index = {a: k for k, a in enumerate(self._ids)}
+
+    def _grow(self, cap: int) -> None:
+        for name in ("_wins", "_draws", "_losses"):
+            old = getattr(self, name)
+            new = np.zeros((cap, cap))
+            new[: old.shape[0], : old.shape[1]] = old
+            setattr(self, name, new)
+
+    def _idx(self, agent_id: str) -> int:
+        try:
+            return self._index[agent_id]
+        except (KeyError, TypeError):
+            raise ValueError(f"unknown agent id {agent_id!r}") from None
+
+    # -- updates -------------------------------------------------------------
+    def record(self, a: str, b: str, outcome: float) -> None:
+        self.record_batch([a], [b], [outcome])
+
+    def record_batch(self, a_ids: Sequence[str], b_ids: Sequence[str], outcomes: Iterable[float]) -> list[tuple[str, str]]:
+        """Apply results in order; returns the ordered pairs whose counts changed.
+
+        Unknown ids are added. Validation happens before any count changes.
+        """
+        scores = np.asarray(list(outcomes), dtype=float)
+        if len(a_ids) != len(b_ids) or len(a_ids) != len(scores):
+            raise ValueError(
+                f"result batch has {len(a_ids)} first agents, {len(b_ids)} second agents "
+                f"and {len(scores)} outcomes; they must match"
+            )
+        if not np.all(np.isfinite(scores)) or np.any((scores < 0) | (scores > 1)):
+            bad = scores[~(np.isfinite(scores) & (scores >= 0) & (scores <= 1))][0]
+            raise ValueError(f"outcome must be a score in [0, 1], got {bad}")
+        for a, b in zip(a_ids, b_ids):
+            if not isinstance(a, str) or not isinstance(b, str) or not a or not b:
+                raise ValueError(f"agent ids must be non-empty strings, got {a!r} and {b!r}")
+            if a == b:
+                raise ValueError(f"an agent cannot be recorded against itself ({a!r})")
+        ia = np.array([self.add_agent(a) for a in a_ids], dtype=np.int64)
+        ib = np.array([self.add_agent(b) for b in b_ids], dtype=np.int64)
+        draw = scores == 0.5
+        win = np.where(draw, 0.0, scores)
+        loss = np.where(draw, 0.0, 1.0 - scores)
+        draw = draw.astype(float)
+        changed = []
+        # Results for one unordered pair must be applied in order: decay the pair,
+        # then add. Grouping by pair gives the same totals with one decay**k.
+        lo, hi = np.minimum(ia, ib), np.maximum(ia, ib)
+        flip = ia > ib  # score seen from the lower index's side
+        w_lo = np.where(flip, loss, win)
+        l_lo = np.where(flip, win, loss)
+        key = lo * (1 << 32) + hi
+        order = np.argsort(key, kind="stable")
+        key_sorted = key[order]
+        starts = np.flatnonzero(np.r_[True, key_sorted[1:] != key_sorted[:-1]])
+        ends = np.r_[starts[1:], len(order)]
+        for s, e in zip(starts, ends):
+            idx = order[s:e]
+            i, j = int(lo[idx[0]]), int(hi[idx[0]])
+            k = e - s
+            weights = self.decay ** np.arange(k - 1, -1, -1)
+            dk = self.decay**k
+            wsum, dsum, lsum = weights @ w_lo[idx], weights @ draw[idx], weights @ l_lo[idx]
+            self._wins[i, j] = dk * self._wins[i, j] + wsum
+            self._draws[i, j] = dk * self._draws[i, j] + dsum
+            self._losses[i, j] = dk * self._losses[i, j] + lsum
+            self._wins[j, i] = dk * self._wins[j, i] + lsum
+            self._draws[j, i] = dk * self._draws[j, i] + dsum
+            self._losses[j, i] = dk * self._losses[j, i] + wsum
+            changed.append((self._ids[i], self._ids[j]))
+        return changed
+
+    # -- reads ---------------------------------------------------------------
+    def counts(self, a: str, b: str) -> tuple[float, float, float]:
+        i, j = self._idx(a), self._idx(b)
+        return float(self._wins[i, j]), float(self._draws[i, j]), float(self._losses[i, j])
+
+    def set_counts(self, a: str, b: str, wins: float, draws: float, losses: float) -> None:
+        """Restore one pair's counts (both directions) from storage."""
+        i, j = self.add_agent(a), self.add_agent(b)
+        self._wins[i, j], self._draws[i, j], self._losses[i, j] = wins, draws, losses
+        self._wins[j, i], self._draws[j, i], self._losses[j, i] = losses, draws, wins
+
+    def games(self, a: str, b: str) -> float:
+        return sum(self.counts(a, b))
+
+    def win_rate(self, a: str, b: str) -> float:
+        """(wins + draws/2) / games, shrunk toward ``prior`` by ``prior_games``
+        pseudo-games; ``prior`` when the pair has never played."""
+        return float(self.win_rates_for(a, [b])[0])
+
+    def win_rates_for(self, a: str, ids: Sequence[str]) -> np.ndarray:
+        """Win rates of ``a`` against each of ``ids`` in one vectorized pass."""
+        i = self._idx(a)
+        cols = np.array([self._idx(b) for b in ids], dtype=np.int64)
+        return self._rates(np.full(len(cols), i), cols)
+
+    def matrix(self, ids: Sequence[str]) -> np.ndarray:
+        """Win-rate matrix over ``ids`` (diagonal 0.5)."""
+        idx = np.array([self._idx(a) for a in ids], dtype=np.int64)
+        rows, cols = np.meshgrid(idx, idx, indexing="ij")
+        m = self._rates(rows, cols)
+        np.fill_diagonal(m, 0.5)
+        return m
+
+    def games_matrix(self, ids: Sequence[str]) -> np.ndarray:
+        idx = np.array([self._idx(a) for a in ids], dtype=np.int64)
+        sub = np.ix_(idx, idx)
+        return self._wins[sub] + self._draws[sub] + self._losses[sub]
+
+    def _rates(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        w, d, l = self._wins[rows, cols], self._draws[rows, cols], self._losses[rows, cols]
+        games = w + d + l + self.prior_games
+        score = w + 0.5 * d + self.prior * self.prior_games
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rates = np.where(games > 0, score / np.where(games > 0, games, 1.0), self.prior)
+        return rates
+
+    def pairs(self) -> list[tuple[str, str, float, float, float]]:
+        """Every ordered pair (a < b by index) with games, for persistence."""
+        n = len(self._ids)
+        g = self._wins[:n, :n] + self._draws[:n, :n] + self._losses[:n, :n]
+        out = []
+        for i, j in zip(*np.nonzero(np.triu(g, 1))):
+            out.append((self._ids[i], self._ids[j], *map(float, (self._wins[i, j], self._draws[i, j], self._losses[i, j]))))
+        return out
+
+
+class MatchDatabase:
+    """The seed tutorial's match log: ``record(a, b, outcome)`` and ``win_rate``.
+
+    Backed by a :class:`PayoffTable`; with ``db_path`` every result is also
+    appended to a JSONL file and replayed when the database is reopened.
+    """
+
+    def __init__(self, db_path: str | os.PathLike | None = None, decay: float = 1.0, prior: float = 0.5):
+        self.table = PayoffTable(decay=decay, prior=prior)
+        self._path = os.fspath(db_path) if db_path is not None else None
+        if self._path and os.path.exists(self._path):
+            self._replay()
+
+    def record(self, a: str, b: str, outcome: float) -> None:
+        self.table.record(a, b, outcome)
+        if self._path:
+            with open(self._path, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"a": a, "b": b, "outcome": float(outcome)}) + "\n")
+
+    def win_rate(self, a: str, b: str) -> float:
+        if a not in self.table or b not in self.table:
+            return self.table.prior
+        return self.table.win_rate(a, b)
+
+    def win_rates_for(self, a: str, ids: Sequence[str]) -> np.ndarray:
+        if a not in self.table:
+            return np.full(len(ids), self.table.prior)
+        known = [b for b in ids if b in self.table]
+        rates = dict(zip(known, self.table.win_rates_for(a, known)))
+        return np.array([rates.get(b, self.table.prior) for b in ids])
+
+    def _replay(self) -> None:
+        with open(self._path, encoding="utf-8") as f:
+            lines = f.readlines()
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                self.table.record(row["a"], row["b"], row["outcome"])
+            except (ValueError, KeyError, TypeError) as exc:
+                if n == len(lines) and not line.endswith("\n"):
+                    continue  # a torn last line: the process died mid-append
+                raise ValueError(f"{self._path}:{n}: unreadable match record ({exc})") from exc

@@ -1,0 +1,227 @@
+"""The agent pool: every frozen snapshot the league has produced.
+
+A record names a snapshot (id, version, role, the learner that produced it,
+its parent, when and at which learner step it was taken). The pool keeps at
+most ``max_size`` records; eviction drops the oldest record that neither
+carries Nash weight nor is the latest snapshot of a learner, so the current
+Nash mixture and every learner's newest self stay playable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Iterable
+
+log = logging.getLogger(__name__)
+
+
+class AgentType(str, Enum):
+    """The three AlphaStar roles (Vinyals et al. 2019)."""
+
+    MAIN_AGENT = "main_agent"
+    MAIN_EXPLOITER = "main_exploiter"
+    LEAGUE_EXPLOITER = "league_exploiter"
+
+    @classmethod
+    def parse(cls, value: "AgentType | str") -> "AgentType":
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            try:
+                return cls[str(value).upper()]
+            except KeyError:
+                choices = ", ".join(t.value for t in cls)
+                raise ValueError(f"unknown agent type {value!r}; expected one of {choices}") from None
+
+
+@dataclass
+class AgentRecord:
+    agent_id: str
+    version: int
+    agent_type: AgentType
+    learner_id: str | None = None
+    parent_id: str | None = None
+    step: int = 0
+    created_at: float = field(default_factory=time.time)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    snapshot_path: str | None = None
+
+    @property
+    def id(self) -> str:
+        return self.agent_id
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["agent_type"] = self.agent_type.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "AgentRecord":
+        d = dict(d)
+        d["agent_type"] = AgentType.parse(d["agent_type"])
+        return cls(**d)
+
+
+class AgentPool:
+    """Records of frozen agents, in insertion order.
+
+    ``pool_manifest``: optional JSON file the pool is loaded from and written
+    to atomically after every change (the seed tutorial's standalone use). The
+    league itself persists the pool in its SQLite store instead.
+    """
+
+    def __init__(self, pool_manifest: str | os.PathLike | None = None, max_size: int | None = None):
+        if max_size is not None and max_size < 1:
+            raise ValueError(f"max_size must be >= 1, got {max_size}")
+        self.max_size = max_size
+        self._manifest = os.fspath(pool_manifest) if pool_manifest is not None else None
+        self._records: dict[str, AgentRecord] = {}
+        self._versions: dict[str, int] = {}
+        self._protected: set[str] = set()
+        if self._manifest and os.path.exists(self._manifest):
+            self._load_manifest()
+
+    # -- queries ---------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, agent_id: object) -> bool:
+        return agent_id in self._records
+
+    def get(self, agent_id: str) -> AgentRecord:
+        try:
+            return self._records[agent_id]
+        except KeyError:
+            raise ValueError(f"unknown agent id {agent_id!r}") from None
+
+    def list(
+        self,
+        agent_type: AgentType | str | None = None,
+        learner_id: str | None = None,
+    ) -> list[AgentRecord]:
+        kind = AgentType.parse(agent_type) if agent_type is not None else None
+        return [
+            r
+            for r in self._records.values()
+            if (kind is None or r.agent_type == kind) and (learner_id is None or r.learner_id == learner_id)
+        ]
+
+    def ids(self) -> list[str]:
+        return list(self._records)
+
+    def latest(self, learner_id: str) -> AgentRecord | None:
+        records = self.list(learner_id=learner_id)
+        return records[-1] if records else None
+
+    def counts_by_type(self) -> dict[str, int]:
+        counts = {t.value: 0 for t in AgentType}
+        for r in self._records.values():
+            counts[r.agent_type.value] += 1
+        return counts
+
+    # -- changes ---------------------------------------------------------
+    def add(
+        self,
+        snapshot_path: str | None = None,
+        agent_type: AgentType | str = AgentType.MAIN_AGENT,
+        metadata: dict[str, Any] | None = None,
+        *,
+        learner_id: str | None = None,
+        parent_id: str | None = None,
+        step: int = 0,
+        agent_id: str | None = None,
+        created_at: float | None = None,
+    ) -> AgentRecord:
+        """Add a snapshot; returns its record. Evicts beyond ``max_size``."""
+        kind = AgentType.parse(agent_type)
+        lineage = learner_id or kind.value
+        version = self._versions.get(lineage, 0) + 1
+        if agent_id is None:
+            agent_id = f"{lineage}-v{version}"
+        if agent_id in self._records:
+            raise ValueError(f"agent id {agent_id!r} is already in the pool")
+        if parent_id is not None and not isinstance(parent_id, str):
+            raise ValueError(f"parent_id must be a string, got {type(parent_id).__name__}")
+        record = AgentRecord(
+            agent_id=agent_id,
+            version=version,
+            agent_type=kind,
+            learner_id=learner_id,
+            parent_id=parent_id,
+            step=int(step),
+            created_at=time.time() if created_at is None else float(created_at),
+            metadata=dict(metadata or {}),
+            snapshot_path=snapshot_path,
+        )
+        self.insert(record)
+        self.evict()
+        self._save_manifest()
+        return record
+
+    def insert(self, record: AgentRecord) -> None:
+        """Insert an existing record as is (restoring from storage)."""
+        if record.agent_id in self._records:
+            raise ValueError(f"agent id {record.agent_id!r} is already in the pool")
+        self._records[record.agent_id] = record
+        lineage = record.learner_id or record.agent_type.value
+        self._versions[lineage] = max(self._versions.get(lineage, 0), record.version)
+
+    def remove(self, agent_id: str) -> AgentRecord:
+        record = self.get(agent_id)
+        del self._records[agent_id]
+        self._protected.discard(agent_id)
+        self._save_manifest()
+        return record
+
+    def protect(self, agent_ids: Iterable[str]) -> None:
+        """Mark the agents that must not be evicted (those with Nash weight)."""
+        self._protected = {a for a in agent_ids if a in self._records}
+
+    def evictable(self) -> list[str]:
+        """Ids that eviction may drop, oldest first."""
+        latest = {r.learner_id: r.agent_id for r in self._records.values() if r.learner_id is not None}
+        keep = self._protected | set(latest.values())
+        return [a for a in self._records if a not in keep]
+
+    def evict(self) -> list[AgentRecord]:
+        """Drop the oldest evictable records until the pool fits ``max_size``."""
+        if self.max_size is None or len(self._records) <= self.max_size:
+            return []
+        excess = len(self._records) - self.max_size
+        victims = self.evictable()[:excess]
+        if len(victims) < excess:
+            log.warning(
+                "pool holds %d agents (max %d) but only %d can be evicted: the rest carry Nash "
+                "weight or are a learner's latest snapshot",
+                len(self._records), self.max_size, len(victims),
+            )
+        removed = [self._records.pop(a) for a in victims]
+        return removed
+
+    # -- the tutorial's JSON manifest --------------------------------------
+    def _load_manifest(self) -> None:
+        try:
+            with open(self._manifest, encoding="utf-8") as f:
+                data = json.load(f)
+            records = [AgentRecord.from_dict(d) for d in data]
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise ValueError(f"pool manifest {self._manifest} is unreadable: {exc}") from exc
+        for record in records:
+            self.insert(record)
+
+    def _save_manifest(self) -> None:
+        if not self._manifest:
+            return
+        tmp = self._manifest + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump([r.to_dict() for r in self._records.values()], f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._manifest)

@@ -1,0 +1,309 @@
+"""The league's one SQLite file: copy it and you have the league.
+
+Agents, snapshot weights (blobs), payoff counts, match-result batches, Nash
+history, Elo, learner checkpoints and events live in ``RUN_DIR/league.db``
+(WAL journal, ``synchronous=FULL``). Every change is one transaction, and a
+caller acknowledges a change only after ``commit`` returned, so a process
+killed at any moment leaves every acknowledged change on disk.
+
+A file that is not a nash-league store (wrong SQLite application id, or not
+SQLite at all) or that has another schema version raises ``StoreError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from league.pool import AgentRecord, AgentType
+
+SCHEMA_VERSION = 1
+APPLICATION_ID = 0x4E4C4731  # "NLG1": marks the file as ours
+DB_NAME = "league.db"
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE agents (
+    agent_id TEXT PRIMARY KEY, version INTEGER NOT NULL, agent_type TEXT NOT NULL,
+    learner_id TEXT, parent_id TEXT, step INTEGER NOT NULL, created_at REAL NOT NULL,
+    metadata TEXT NOT NULL, snapshot_path TEXT, removed_at REAL, seq INTEGER NOT NULL);
+CREATE TABLE snapshots (agent_id TEXT PRIMARY KEY, blob BLOB NOT NULL);
+CREATE TABLE payoff (a TEXT NOT NULL, b TEXT NOT NULL, wins REAL NOT NULL, draws REAL NOT NULL,
+    losses REAL NOT NULL, PRIMARY KEY (a, b));
+CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, source TEXT NOT NULL, seq INTEGER NOT NULL,
+    received_at REAL NOT NULL, n INTEGER NOT NULL, payload TEXT NOT NULL, UNIQUE (source, seq));
+CREATE TABLE counters (name TEXT PRIMARY KEY, value REAL NOT NULL);
+CREATE TABLE nash (id INTEGER PRIMARY KEY AUTOINCREMENT, solved_at REAL NOT NULL, pool_version INTEGER NOT NULL,
+    ids TEXT NOT NULL, weights TEXT NOT NULL, entropy REAL NOT NULL, meta_exploitability REAL NOT NULL,
+    solve_seconds REAL NOT NULL, method TEXT NOT NULL);
+CREATE TABLE elo (agent_id TEXT PRIMARY KEY, rating REAL NOT NULL, games INTEGER NOT NULL);
+CREATE TABLE elo_history (time REAL NOT NULL, agent_id TEXT NOT NULL, role TEXT, rating REAL NOT NULL);
+CREATE TABLE learners (learner_id TEXT PRIMARY KEY, role TEXT NOT NULL, version INTEGER NOT NULL,
+    step INTEGER NOT NULL, updated_at REAL NOT NULL, info TEXT NOT NULL, state BLOB);
+CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, kind TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE measurements (id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, kind TEXT NOT NULL,
+    value REAL NOT NULL, data TEXT NOT NULL);
+CREATE INDEX events_kind ON events (kind);
+CREATE INDEX measurements_kind ON measurements (kind, time);
+"""
+
+
+class StoreError(ValueError):
+    """The file is not a readable nash-league store."""
+
+
+def db_path(storage: str | os.PathLike) -> Path:
+    """``RUN_DIR`` -> ``RUN_DIR/league.db``; a path to a file is kept as is."""
+    p = Path(storage)
+    return p if p.suffix == ".db" or p.is_file() else p / DB_NAME
+
+
+class LeagueStore:
+    """Thread-safe access to one league file (one connection, one lock)."""
+
+    def __init__(self, storage: str | os.PathLike, *, create: bool = True):
+        self.path = db_path(storage)
+        if not self.path.exists():
+            if not create:
+                raise StoreError(f"no league store at {self.path}")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(Exception):
+                self._db.close()
+            raise StoreError(f"{self.path} is not a readable nash-league store: {exc}") from None
+
+    def _open(self) -> None:
+        db = self._db
+        app_id = db.execute("PRAGMA application_id").fetchone()[0]
+        tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if tables == 0 and app_id == 0:
+            db.execute("PRAGMA journal_mode=WAL")
+            with self.transaction():
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    db.execute(statement)
+                db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (json.dumps(SCHEMA_VERSION),))
+                db.execute("INSERT INTO meta VALUES ('created_at', ?)", (json.dumps(time.time()),))
+        elif app_id != APPLICATION_ID:
+            raise StoreError(f"{self.path} is an SQLite file but not a nash-league store (application id {app_id:#x})")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA foreign_keys=ON")
+        check = db.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            raise StoreError(f"{self.path} is corrupt: {check}")
+        version = self.get_meta("schema_version")
+        if version != SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {version}; this nash-league reads version {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> "LeagueStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic, durable change: BEGIN IMMEDIATE ... COMMIT."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    # -- meta and counters -------------------------------------------------
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        return json.loads(rows[0][0]) if rows else default
+
+    def set_meta(self, key: str, value: Any) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
+
+    def counters(self) -> dict[str, float]:
+        return dict(self._query("SELECT name, value FROM counters"))
+
+    # -- agents and snapshots ------------------------------------------------
+    def add_agent(self, record: AgentRecord, blob: bytes | None, evicted: Iterable[str] = ()) -> None:
+        """Insert a snapshot (record + weights) and mark evicted agents removed, atomically."""
+        with self.transaction() as db:
+            seq = db.execute("SELECT coalesce(max(seq), 0) + 1 FROM agents").fetchone()[0]
+            db.execute(
+                "INSERT INTO agents VALUES (?,?,?,?,?,?,?,?,?,NULL,?)",
+                (record.agent_id, record.version, record.agent_type.value, record.learner_id, record.parent_id,
+                 record.step, record.created_at, json.dumps(record.metadata), record.snapshot_path, seq),
+            )
+            if blob is not None:
+                db.execute("INSERT INTO snapshots VALUES (?, ?)", (record.agent_id, sqlite3.Binary(blob)))
+            self._event(db, "snapshot", {"agent_id": record.agent_id, "learner_id": record.learner_id,
+                                         "agent_type": record.agent_type.value, "parent_id": record.parent_id,
+                                         "step": record.step})
+            self._remove(db, evicted)
+
+    def remove_agents(self, agent_ids: Iterable[str]) -> None:
+        with self.transaction() as db:
+            self._remove(db, agent_ids)
+
+    def _remove(self, db: sqlite3.Connection, agent_ids: Iterable[str]) -> None:
+        now = time.time()
+        for agent_id in agent_ids:
+            db.execute("UPDATE agents SET removed_at = ? WHERE agent_id = ?", (now, agent_id))
+            db.execute("DELETE FROM snapshots WHERE agent_id = ?", (agent_id,))
+            self._event(db, "evict", {"agent_id": agent_id})
+
+    def agents(self, include_removed: bool = False) -> list[AgentRecord]:
+        sql = ("SELECT agent_id, version, agent_type, learner_id, parent_id, step, created_at, metadata, "
+               "snapshot_path FROM agents" + ("" if include_removed else " WHERE removed_at IS NULL") + " ORDER BY seq")
+        return [
+            AgentRecord(agent_id=r[0], version=r[1], agent_type=AgentType(r[2]), learner_id=r[3], parent_id=r[4],
+                        step=r[5], created_at=r[6], metadata=json.loads(r[7]), snapshot_path=r[8])
+            for r in self._query(sql)
+        ]
+
+    def snapshot_blob(self, agent_id: str) -> bytes:
+        rows = self._query("SELECT blob FROM snapshots WHERE agent_id = ?", (agent_id,))
+        if not rows:
+            raise KeyError(f"no snapshot weights for agent {agent_id!r}")
+        return bytes(rows[0][0])
+
+    # -- results, payoff, Elo ------------------------------------------------
+    def has_batch(self, source: str, seq: int) -> bool:
+        return bool(self._query("SELECT 1 FROM results WHERE source = ? AND seq = ?", (source, seq)))
+
+    def record_results(
+        self,
+        source: str,
+        seq: int,
+        results: list[dict[str, Any]],
+        payoff_rows: Iterable[tuple[str, str, float, float, float]],
+        elo_rows: Iterable[tuple[str, float, int]],
+        counters: dict[str, float],
+    ) -> bool:
+        """Store a result batch with everything it changed, in one transaction.
+
+        Idempotent per (source, seq): a batch retried after a crash is stored
+        once; returns False when it was already there.
+        """
+        with self.transaction() as db:
+            if db.execute("SELECT 1 FROM results WHERE source = ? AND seq = ?", (source, seq)).fetchone():
+                return False
+            db.execute("INSERT INTO results (source, seq, received_at, n, payload) VALUES (?,?,?,?,?)",
+                       (source, seq, time.time(), len(results), json.dumps(results)))
+            db.executemany("INSERT OR REPLACE INTO payoff VALUES (?,?,?,?,?)", payoff_rows)
+            db.executemany("INSERT OR REPLACE INTO elo VALUES (?,?,?)", elo_rows)
+            for name, delta in counters.items():
+                db.execute("INSERT INTO counters VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + ?",
+                           (name, delta, delta))
+            return True
+
+    def payoff_rows(self) -> list[tuple[str, str, float, float, float]]:
+        return self._query("SELECT a, b, wins, draws, losses FROM payoff")
+
+    def elo_rows(self) -> list[tuple[str, float, int]]:
+        return self._query("SELECT agent_id, rating, games FROM elo")
+
+    def result_count(self) -> int:
+        return self._query("SELECT coalesce(sum(n), 0) FROM results")[0][0]
+
+    def append_elo_history(self, when: float, rows: Iterable[tuple[str, str | None, float]]) -> None:
+        with self.transaction() as db:
+            db.executemany("INSERT INTO elo_history VALUES (?,?,?,?)", [(when, a, role, r) for a, role, r in rows])
+
+    def elo_history(self) -> list[tuple[float, str, str | None, float]]:
+        return self._query("SELECT time, agent_id, role, rating FROM elo_history ORDER BY time")
+
+    # -- Nash ----------------------------------------------------------------
+    def save_nash(self, solved_at: float, pool_version: int, ids: Sequence[str], weights: Sequence[float],
+                  entropy: float, meta_exploitability: float, solve_seconds: float, method: str) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO nash (solved_at, pool_version, ids, weights, entropy, meta_exploitability, solve_seconds, "
+                "method) VALUES (?,?,?,?,?,?,?,?)",
+                (solved_at, pool_version, json.dumps(list(ids)), json.dumps([float(w) for w in weights]),
+                 entropy, meta_exploitability, solve_seconds, method),
+            )
+
+    def nash_history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT solved_at, pool_version, ids, weights, entropy, meta_exploitability, solve_seconds, method FROM nash ORDER BY id"
+        if limit is not None:
+            sql = f"SELECT * FROM ({sql} DESC LIMIT {int(limit)}) ORDER BY solved_at"
+        return [
+            {"solved_at": r[0], "pool_version": r[1], "ids": json.loads(r[2]), "weights": json.loads(r[3]),
+             "entropy": r[4], "meta_exploitability": r[5], "solve_seconds": r[6], "method": r[7]}
+            for r in self._query(sql)
+        ]
+
+    def latest_nash(self) -> dict[str, Any] | None:
+        rows = self.nash_history(limit=1)
+        return rows[-1] if rows else None
+
+    # -- learners --------------------------------------------------------------
+    def save_learner(self, learner_id: str, role: str, version: int, step: int, state: bytes | None,
+                     info: dict[str, Any] | None = None) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO learners VALUES (?,?,?,?,?,?,?) ON CONFLICT(learner_id) DO UPDATE SET role=excluded.role, "
+                "version=excluded.version, step=excluded.step, updated_at=excluded.updated_at, info=excluded.info, "
+                "state=coalesce(excluded.state, learners.state)",
+                (learner_id, role, version, step, time.time(), json.dumps(info or {}),
+                 sqlite3.Binary(state) if state is not None else None),
+            )
+
+    def load_learner(self, learner_id: str) -> dict[str, Any] | None:
+        rows = self._query("SELECT role, version, step, updated_at, info, state FROM learners WHERE learner_id = ?",
+                           (learner_id,))
+        if not rows:
+            return None
+        r = rows[0]
+        return {"learner_id": learner_id, "role": r[0], "version": r[1], "step": r[2], "updated_at": r[3],
+                "info": json.loads(r[4]), "state": bytes(r[5]) if r[5] is not None else None}
+
+    def learners(self) -> list[dict[str, Any]]:
+        rows = self._query("SELECT learner_id, role, version, step, updated_at, info FROM learners ORDER BY learner_id")
+        return [{"learner_id": r[0], "role": r[1], "version": r[2], "step": r[3], "updated_at": r[4],
+                 "info": json.loads(r[5])} for r in rows]
+
+    # -- events and measurements ---------------------------------------------
+    @staticmethod
+    def _event(db: sqlite3.Connection, kind: str, data: dict[str, Any]) -> None:
+        db.execute("INSERT INTO events (time, kind, data) VALUES (?,?,?)", (time.time(), kind, json.dumps(data)))
+
+    def add_event(self, kind: str, data: dict[str, Any] | None = None) -> None:
+        with self.transaction() as db:
+            self._event(db, kind, data or {})
+
+    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        sql, args = "SELECT time, kind, data FROM events", ()
+        if kind is not None:
+            sql, args = sql + " WHERE kind = ?", (kind,)
+        return [{"time": t, "kind": k, **json.loads(d)} for t, k, d in self._query(sql + " ORDER BY id", args)]
+
+    def add_measurement(self, kind: str, value: float, data: dict[str, Any] | None = None, when: float | None = None) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT INTO measurements (time, kind, value, data) VALUES (?,?,?,?)",
+                       (time.time() if when is None else when, kind, float(value), json.dumps(data or {})))
+
+    def measurements(self, kind: str) -> list[dict[str, Any]]:
+        rows = self._query("SELECT time, value, data FROM measurements WHERE kind = ? ORDER BY time", (kind,))
+        return [{"time": t, "value": v, **json.loads(d)} for t, v, d in rows]

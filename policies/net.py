@@ -1,0 +1,149 @@
+"""Masked actor-critic MLP, in the style of CleanRL's ``ppo.py``.
+
+A shared MLP trunk feeds a policy head (logits over the game's action space)
+and a value head. Illegal actions get a logit of ``ILLEGAL_LOGIT`` before the
+softmax, which makes their probability exactly 0.0 in float32 (exp underflows),
+while a row with no legal action at all (a seat that does not move) stays a
+finite uniform distribution instead of NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+ILLEGAL_LOGIT = -1e9
+
+_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU}
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """Shape of an :class:`ActorCritic`; plain types only, so it travels in a
+    snapshot blob and rebuilds the same network anywhere."""
+
+    obs_size: int
+    num_actions: int
+    hidden: tuple[int, ...] = (128, 128)
+    activation: str = "tanh"
+
+    def __post_init__(self):
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+        if int(self.obs_size) < 1 or int(self.num_actions) < 1:
+            raise ValueError(f"obs_size and num_actions must be >= 1, got {self.obs_size}, {self.num_actions}")
+        if any(h < 1 for h in self.hidden):
+            raise ValueError(f"hidden sizes must be >= 1, got {self.hidden}")
+        if self.activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {self.activation!r}")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["hidden"] = list(self.hidden)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PolicySpec":
+        return cls(
+            obs_size=int(d["obs_size"]),
+            num_actions=int(d["num_actions"]),
+            hidden=tuple(d.get("hidden", (128, 128))),
+            activation=str(d.get("activation", "tanh")),
+        )
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
+    """Orthogonal weights, constant bias (CleanRL; Engstrom et al. 2020 found
+    this matters for PPO)."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+def _as_tensor(x, dtype) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x.to(dtype)
+    return torch.as_tensor(np.asarray(x), dtype=dtype)
+
+
+class ActorCritic(nn.Module):
+    """MLP trunk + policy head (std 0.01, so the initial policy is near uniform
+    over legal actions) + value head (std 1)."""
+
+    def __init__(self, spec: PolicySpec):
+        super().__init__()
+        self.spec = spec
+        act = _ACTIVATIONS[spec.activation]
+        layers: list[nn.Module] = []
+        width = spec.obs_size
+        for h in spec.hidden:
+            layers += [nn.Linear(width, h), act()]
+            width = h
+        self.trunk = nn.Sequential(*layers)
+        self.policy_head = nn.Linear(width, spec.num_actions)
+        self.value_head = nn.Linear(width, 1)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Fresh orthogonal initialization of every layer (exploiter reset)."""
+        for m in self.trunk:
+            if isinstance(m, nn.Linear):
+                layer_init(m)
+        layer_init(self.policy_head, std=0.01)
+        layer_init(self.value_head, std=1.0)
+
+    # ----------------------------------------------------------------- torch
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Masked logits (B, A) and values (B,)."""
+        z = self.trunk(obs)
+        logits = self.policy_head(z).masked_fill(~mask, ILLEGAL_LOGIT)
+        return logits, self.value_head(z).squeeze(-1)
+
+    def distribution(self, obs, mask) -> torch.distributions.Categorical:
+        logits, _ = self(_as_tensor(obs, torch.float32), _as_tensor(mask, torch.bool))
+        return torch.distributions.Categorical(logits=logits, validate_args=False)
+
+    def get_value(self, obs) -> torch.Tensor:
+        return self.value_head(self.trunk(_as_tensor(obs, torch.float32))).squeeze(-1)
+
+    def evaluate_actions(self, obs: torch.Tensor, mask: torch.Tensor, actions: torch.Tensor):
+        """log pi(a|s), entropy, value for a batch (the PPO loss inputs)."""
+        logits, value = self(obs, mask)
+        logp_all = torch.log_softmax(logits, dim=-1)
+        logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return logp, entropy, value
+
+    # ----------------------------------------------------------------- numpy
+    @torch.inference_mode()
+    def probs(self, obs, mask) -> np.ndarray:
+        """(B, A) float32 action probabilities; exactly 0 on illegal actions."""
+        logits, _ = self(_as_tensor(obs, torch.float32), _as_tensor(mask, torch.bool))
+        return torch.softmax(logits, dim=-1).numpy()
+
+    @torch.inference_mode()
+    def act(self, obs, mask, generator=None, deterministic: bool = False):
+        """Sample actions for a batch. Returns numpy ``(actions int64 (B,),
+        logp float32 (B,), value float32 (B,))``.
+
+        ``generator`` is a ``torch.Generator`` or a ``numpy.random.Generator``
+        (one uniform per row, inverse CDF); either makes sampling reproducible.
+        ``deterministic`` takes the most probable legal action.
+        """
+        logits, value = self(_as_tensor(obs, torch.float32), _as_tensor(mask, torch.bool))
+        logp_all = torch.log_softmax(logits, dim=-1)
+        if deterministic:
+            actions = logits.argmax(-1)
+        elif isinstance(generator, np.random.Generator):
+            cdf = logp_all.exp().cumsum(-1).numpy()
+            u = generator.random(cdf.shape[0]) * cdf[:, -1]
+            idx = (cdf <= u[:, None]).sum(-1)
+            # never step past the last legal action because of rounding
+            last_legal = logits.shape[1] - 1 - (logits > ILLEGAL_LOGIT / 2).flip(-1).int().argmax(-1).numpy()
+            actions = torch.from_numpy(np.minimum(idx, last_legal))
+        else:
+            actions = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
+        logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        return actions.numpy().astype(np.int64), logp.numpy().astype(np.float32), value.numpy().astype(np.float32)

@@ -1,0 +1,56 @@
+import pytest
+
+from league.config import Config, ConfigError, load_config
+
+
+def test_defaults_are_alphastar_roles():
+    cfg = load_config()
+    assert (cfg.roles.main_agent.count, cfg.roles.main_exploiter.count, cfg.roles.league_exploiter.count) == (1, 1, 2)
+    assert cfg.roles.main_exploiter.reset_probability == 1.0
+    assert cfg.roles.league_exploiter.reset_probability == 0.25
+    assert (cfg.roles.main_agent.self_play, cfg.roles.main_agent.pfsp, cfg.roles.main_agent.forgotten) == (0.35, 0.5, 0.15)
+    assert cfg.league.payoff_decay == 0.99
+
+
+def test_yaml_then_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("game: {name: leduc_poker}\nroles:\n  league_exploiter: {count: 3}\nrun: {max_minutes: 2}\n")
+    cfg = load_config(path, ["run.max_minutes=0.5", "roles.main_agent.sampling=nash", "policy.hidden=[32,32]"])
+    assert cfg.game.name == "leduc_poker" and cfg.run.max_minutes == 0.5
+    assert cfg.roles.league_exploiter.count == 3
+    assert cfg.roles.league_exploiter.reset_probability == 0.25  # role defaults kept
+    assert cfg.roles.main_agent.sampling == "nash" and cfg.policy.hidden == [32, 32]
+
+
+@pytest.mark.parametrize("override, key", [
+    ("run.max_minuts=3", "run.max_minuts"),
+    ("league.payoff_decay=-0.1", "league.payoff_decay"),
+    ("league.payoff_decay=abc", "league.payoff_decay"),
+    ("rollout.envs_per_worker=0", "rollout.envs_per_worker"),
+    ("rollout.envs_per_worker=2.5", "rollout.envs_per_worker"),
+    ("roles.main_agent.sampling=random", "roles.main_agent.sampling"),
+    ("roles.coach.count=1", "roles.coach"),
+    ("roles.main_agent.self_play=0.9", "roles.main_agent.self_play"),
+    ("serve.port=70000", "serve.port"),
+    ("rollout.opponent_inference=gpu", "rollout.opponent_inference"),
+    ("novalue", "novalue"),
+])
+def test_bad_values_name_the_key(override, key):
+    with pytest.raises(ConfigError) as info:
+        load_config(None, [override])
+    assert info.value.key == key
+    assert str(info.value).startswith(key)
+
+
+def test_bad_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("- a list\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_config_roundtrips_through_dict():
+    cfg = Config()
+    assert load_config(None, []).to_dict() == cfg.validate().to_dict()

@@ -1,0 +1,109 @@
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from league.pool import AgentRecord, AgentType
+from league.store import LeagueStore, StoreError
+
+
+def test_roundtrip_of_every_table(tmp_path):
+    with LeagueStore(tmp_path) as s:
+        rec = AgentRecord("main-v1", 1, AgentType.MAIN_AGENT, learner_id="main", step=10, metadata={"x": 1})
+        s.add_agent(rec, b"\x00weights\xff")
+        s.add_agent(AgentRecord("main-v2", 2, AgentType.MAIN_AGENT, learner_id="main", parent_id="main-v1"), b"w2",
+                    evicted=["main-v1"])
+        assert s.record_results("worker-0", 1, [{"a": "main", "b": "main-v2", "score": 1.0}],
+                                [("main", "main-v2", 1.0, 0.0, 0.0)], [("main", 1010.0, 1)], {"games": 1, "env_steps": 7})
+        assert not s.record_results("worker-0", 1, [], [], [], {"games": 1})  # retried batch: stored once
+        s.save_nash(1.0, 3, ["main-v2"], [1.0], 0.0, 0.0, 0.001, "lp")
+        s.save_learner("main", "main_agent", 5, 123, b"state", {"snapshots": 2})
+        s.save_learner("main", "main_agent", 6, 124, None)  # keeps the last state blob
+        s.add_measurement("nash_conv", 0.5, {"game": "kuhn_poker"})
+    with LeagueStore(tmp_path, create=False) as s:
+        assert [a.agent_id for a in s.agents()] == ["main-v2"]
+        assert [a.agent_id for a in s.agents(include_removed=True)] == ["main-v1", "main-v2"]
+        assert s.snapshot_blob("main-v2") == b"w2"
+        with pytest.raises(KeyError):
+            s.snapshot_blob("main-v1")
+        assert s.payoff_rows() == [("main", "main-v2", 1.0, 0.0, 0.0)]
+        assert s.counters() == {"games": 1.0, "env_steps": 7.0}
+        assert s.latest_nash()["ids"] == ["main-v2"]
+        learner = s.load_learner("main")
+        assert (learner["version"], learner["state"]) == (6, b"state")
+        assert [e["kind"] for e in s.events()] == ["snapshot", "snapshot", "evict"]
+        assert s.measurements("nash_conv")[0]["value"] == 0.5
+
+
+def test_foreign_and_corrupt_files_give_clear_errors(tmp_path):
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(os.urandom(4096))
+    with pytest.raises(StoreError, match="not a readable nash-league store"):
+        LeagueStore(garbage)
+    import sqlite3
+    foreign = tmp_path / "foreign.db"
+    sqlite3.connect(foreign).execute("CREATE TABLE t (x)").connection.commit()
+    with pytest.raises(StoreError, match="not a nash-league store"):
+        LeagueStore(foreign)
+    with pytest.raises(StoreError, match="no league store"):
+        LeagueStore(tmp_path / "missing", create=False)
+    good = tmp_path / "run"
+    LeagueStore(good).close()
+    conn = sqlite3.connect(good / "league.db")
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="schema version 99"):
+        LeagueStore(good)
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from league.pool import AgentRecord, AgentType
+    from league.store import LeagueStore
+    s = LeagueStore(sys.argv[1])
+    start = int(sys.argv[2])
+    for i in range(start, start + 100000):
+        s.record_results("w", i, [{"i": i}] * 8, [("a", "b", float(i), 0.0, 1.0)], [("a", 1000.0 + i, i)],
+                         {"games": 8})
+        if i % 7 == 0:
+            s.add_agent(AgentRecord(f"x-v{i}", i, AgentType.MAIN_AGENT, learner_id="x"), bytes(2000))
+        print(i, flush=True)
+""")
+
+
+def test_sigkill_mid_write_loses_nothing_committed(tmp_path):
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    rng = np.random.default_rng(0)
+    acked: list[int] = []
+    start = 0
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    for _ in range(6):
+        proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "run"), str(start)],
+                                stdout=subprocess.PIPE, text=True, env=env)
+        deadline = time.time() + rng.uniform(0.3, 1.5)
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            acked.append(int(line))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        # a line may have been printed after our last read: everything printed counts as acknowledged
+        acked += [int(x) for x in proc.stdout.read().split()]
+        with LeagueStore(tmp_path / "run") as s:
+            for i in acked[-50:] + acked[:10]:
+                assert s.has_batch("w", i), i
+            stored = s.result_count()
+            assert s.counters()["games"] == stored  # counters moved in the same transactions as results
+            last = max(acked)
+            assert stored >= 8 * len(acked)
+            assert {f"x-v{i}" for i in acked if i % 7 == 0} <= {a.agent_id for a in s.agents()}
+            start = last + 1000
+    assert len(acked) > 20
