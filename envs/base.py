@@ -73,3 +73,25 @@ class VectorGame:
         Raises ValueError (and changes no environment) on a wrong shape or an
         illegal action."""
         raise NotImplementedError
+
+
+def utility_range(game: VectorGame) -> tuple[float, float]:
+    """Smallest and largest return a seat can get in ``game``."""
+    if hasattr(game, "game"):  # an OpenSpiel adapter
+        return float(game.game.min_utility()), float(game.game.max_utility())
+    if hasattr(game, "payoff"):  # a matrix game
+        return float(game.payoff.min()), float(game.payoff.max())
+    return -1.0, 1.0
+
+
+def score_from_returns(returns: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Seat-0 score in [0, 1]: its return rescaled from [lo, hi].
+
+    A league whose payoff holds expected scores of this kind has a meta-game
+    that is an affine image of the game's expected returns, so its Nash is the
+    Nash of the real (chip-counting, biased-payoff) game, which win/loss
+    outcomes alone would not give (biased RPS would look like plain RPS)."""
+    r = np.asarray(returns, dtype=np.float64)[..., 0]
+    if hi <= lo:
+        return outcome_from_returns(returns)
+    return np.clip((r - lo) / (hi - lo), 0.0, 1.0)

@@ -4,17 +4,14 @@ from league.config import Config, ConfigError, RoleConfig, load_config
 from league.diversity import DiversityTracker, TrajectoryBatch, diversity_score, embed_trajectory, pairwise_cosine_distances
 from league.elo import EloTable, expected_score
 from league.matchmaking import LeagueMatchmaker, Match, choose_match, pfsp_probabilities, pfsp_weights
-try:  # TEMP until league/nash.py lands
-    from league.nash import build_payoff_matrix, compute_nash_distribution, meta_exploitability, nash_entropy
-except ModuleNotFoundError:
-    pass
+from league.nash import NashSolver, build_payoff_matrix, compute_nash_distribution, meta_exploitability, nash_entropy
 from league.payoff import MatchDatabase, PayoffTable
 from league.pool import AgentPool, AgentRecord, AgentType
 from league.store import LeagueStore, StoreError
 
 __all__ = [
     "AgentPool", "AgentRecord", "AgentType", "Config", "ConfigError", "DiversityTracker", "EloTable",
-    "LeagueMatchmaker", "LeagueStore", "Match", "MatchDatabase", "PayoffTable", "RoleConfig", "StoreError",
+    "LeagueMatchmaker", "LeagueStore", "Match", "MatchDatabase", "NashSolver", "PayoffTable", "RoleConfig", "StoreError",
     "TrajectoryBatch", "build_payoff_matrix", "choose_match", "compute_nash_distribution", "diversity_score",
     "embed_trajectory", "expected_score", "load_config", "meta_exploitability", "nash_entropy",
     "pairwise_cosine_distances", "pfsp_probabilities", "pfsp_weights",

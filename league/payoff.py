@@ -86,11 +86,15 @@ class PayoffTable:
     def record(self, a: str, b: str, outcome: float) -> None:
         self.record_batch([a], [b], [outcome])
 
-    def record_batch(self, a_ids: Sequence[str], b_ids: Sequence[str], outcomes: Iterable[float]) -> list[tuple[str, str]]:
+    def record_batch(self, a_ids: Sequence[str], b_ids: Sequence[str], outcomes: Iterable[float],
+                     decay: float | None = None) -> list[tuple[str, str]]:
         """Apply results in order; returns the ordered pairs whose counts changed.
 
         Unknown ids are added. Validation happens before any count changes.
+        ``decay`` overrides the table's decay for this batch (1.0 for results
+        between frozen agents, which do not change).
         """
+        decay = self.decay if decay is None else float(decay)
         scores = np.asarray(list(outcomes), dtype=float)
         if len(a_ids) != len(b_ids) or len(a_ids) != len(scores):
             raise ValueError(
@@ -127,8 +131,8 @@ class PayoffTable:
             idx = order[s:e]
             i, j = int(lo[idx[0]]), int(hi[idx[0]])
             k = e - s
-            weights = self.decay ** np.arange(k - 1, -1, -1)
-            dk = self.decay**k
+            weights = decay ** np.arange(k - 1, -1, -1)
+            dk = decay**k
             wsum, dsum, lsum = weights @ w_lo[idx], weights @ draw[idx], weights @ l_lo[idx]
             self._wins[i, j] = dk * self._wins[i, j] + wsum
             self._draws[i, j] = dk * self._draws[i, j] + dsum

@@ -1,0 +1,125 @@
+"""Evaluator: frozen snapshot against frozen snapshot, where the payoff is least certain.
+
+So that the Nash over the pool rests on measured numbers. For games small
+enough to enumerate (matrix games, Kuhn and Leduc poker) the expected score of
+a pair is computed exactly (no noise in the meta-game); otherwise the pair
+plays ``evaluator.games_per_pair`` sampled games, half in each seat.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+
+from envs import make_game
+from envs.base import NO_ACTION, score_from_returns, utility_range
+from league.config import Config
+from policies.snapshot import policy_from_bytes
+
+log = logging.getLogger(__name__)
+
+EXACT_OPENSPIEL = ("kuhn_poker", "leduc_poker")
+
+
+class EvaluatorImpl:
+    def __init__(self, evaluator_id: str, cfg: Config, coordinator, seed: int = 0):
+        torch.set_num_threads(1)
+        self.evaluator_id = evaluator_id
+        self.cfg = cfg
+        self.coordinator = coordinator
+        self.rng = np.random.default_rng(seed)
+        self.game = make_game(cfg.game.name, max(2, cfg.evaluator.games_per_pair), seed=seed, **cfg.game.params)
+        self.lo, self.hi = utility_range(self.game)
+        self.exact = cfg.evaluator.exact and (hasattr(self.game, "payoff") or cfg.game.name in EXACT_OPENSPIEL)
+        self.models: OrderedDict[str, Any] = OrderedDict()
+        self._stop = threading.Event()
+        self.seq = int(time.time() * 1000) * 1000
+        self.evaluated = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _model(self, agent_id: str):
+        if agent_id not in self.models:
+            self.models[agent_id] = policy_from_bytes(ray.get(self.coordinator.get_snapshot.remote(agent_id)))
+            if len(self.models) > 256:
+                self.models.popitem(last=False)
+        return self.models[agent_id]
+
+    def run(self) -> int:
+        while not self._stop.is_set():
+            pairs = ray.get(self.coordinator.evaluation_pairs.remote(16 if self.exact else 2))
+            if not pairs:
+                time.sleep(0.5)
+                continue
+            try:
+                if self.exact:
+                    scores = [(a, b, self.exact_score(a, b)) for a, b in pairs]
+                    ray.get(self.coordinator.record_exact.remote(scores))
+                else:
+                    for a, b in pairs:
+                        self.seq += 1
+                        results = self.sampled_results(a, b)
+                        ray.get(self.coordinator.report_results.remote(self.evaluator_id, self.seq, results, 0))
+            except (KeyError, ray.exceptions.RayTaskError) as exc:
+                log.info("%s: pair skipped (%s)", self.evaluator_id, exc)  # an agent was evicted meanwhile
+                time.sleep(0.1)
+            self.evaluated += len(pairs)
+        return self.evaluated
+
+    def exact_score(self, a: str, b: str) -> float:
+        """a's expected score against b, averaged over both seats."""
+        ma, mb = self._model(a), self._model(b)
+        if hasattr(self.game, "payoff"):
+            pa = ma.probs(*self.game.observe(0, np.arange(1)))[0][: self.game.payoff.shape[0]]
+            pb = mb.probs(*self.game.observe(1, np.arange(1)))[0][: self.game.payoff.shape[1]]
+            pa1 = ma.probs(*self.game.observe(1, np.arange(1)))[0][: self.game.payoff.shape[1]]
+            pb0 = mb.probs(*self.game.observe(0, np.arange(1)))[0][: self.game.payoff.shape[0]]
+            r_ab, r_ba = float(pa @ self.game.payoff @ pb), float(pb0 @ self.game.payoff @ pa1)
+            seat0, seat1 = r_ab, -r_ba
+        else:
+            from policies.exploitability import expected_returns
+
+            seat0 = float(expected_returns(self.cfg.game.name, ma, mb)[0])
+            seat1 = float(expected_returns(self.cfg.game.name, mb, ma)[1])
+        norm = lambda r: (r - self.lo) / (self.hi - self.lo)  # noqa: E731
+        return 0.5 * (norm(seat0) + norm(seat1))
+
+    def sampled_results(self, a: str, b: str) -> list[tuple[str, str, float]]:
+        game, E = self.game, self.game.num_envs
+        models = (self._model(a), self._model(b))
+        seat_of_a = np.arange(E) % 2  # half the games in each seat
+        game.reset(int(self.rng.integers(2**31)))
+        done = np.zeros(E, dtype=bool)
+        scores = np.zeros(E)
+        while not done.all():
+            movers = game.movers()
+            actions = np.full((E, 2), NO_ACTION, dtype=np.int64)
+            for s in (0, 1):
+                for who, model in enumerate(models):
+                    rows = np.flatnonzero(movers[:, s] & ((seat_of_a == s) == (who == 0)) & ~done)
+                    if rows.size:
+                        obs, mask = game.observe(s, rows)
+                        actions[rows, s] = model.act(obs, mask, generator=self.rng)[0]
+            # finished envs keep playing new episodes; only the first one counts
+            for s in (0, 1):
+                idle = movers[:, s] & (actions[:, s] == NO_ACTION)
+                if idle.any():
+                    obs, mask = game.observe(s, np.flatnonzero(idle))
+                    actions[idle, s] = [int(np.flatnonzero(m)[0]) for m in mask]
+            result = game.step(actions)
+            new = result.done & ~done
+            score0 = score_from_returns(result.returns, self.lo, self.hi)
+            scores[new] = np.where(seat_of_a[new] == 0, score0[new], 1.0 - score0[new])
+            done |= result.done
+        return [(a, b, float(s)) for s in scores]
+
+
+Evaluator = ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0.25, max_concurrency=2)(EvaluatorImpl)

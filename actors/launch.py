@@ -1,0 +1,202 @@
+"""Start (or resume) a league: ``python -m actors.launch [--config FILE] [key=value ...]``.
+
+With no arguments it runs configs/kuhn_poker.yaml on a local Ray with storage
+under runs/. Inside ``ray job submit`` (RAY_ADDRESS set) it joins that cluster.
+Pointing ``run.storage`` at an existing run resumes it. A bad config value
+stops it before Ray starts, with one line that names the key. Ctrl-C, or the
+budget (``run.max_minutes``, ``run.max_env_steps``), stops it cleanly with
+everything flushed to the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "kuhn_poker.yaml"
+log = logging.getLogger("actors.launch")
+
+
+def parse_args(argv: list[str] | None):
+    parser = argparse.ArgumentParser(prog="python -m actors.launch", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default=None, help=f"YAML config (default {DEFAULT_CONFIG.name})")
+    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. run.max_minutes=10")
+    return parser.parse_args(argv)
+
+
+def load(argv: list[str] | None):
+    """Config, PPO settings and game shape, all checked before Ray starts."""
+    from league.config import ConfigError, load_config
+
+    args = parse_args(argv)
+    path = args.config or (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
+    cfg = load_config(path, args.overrides)
+    from actors.learner import ppo_config
+    from envs import game_info
+
+    ppo_config(cfg)
+    try:
+        info = game_info(cfg.game.name, **cfg.game.params)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError("game.name", str(exc)) from None
+    for i, snap in enumerate(cfg.league.seed_snapshots):
+        if not Path(snap).is_file():
+            raise ConfigError(f"league.seed_snapshots[{i}]", f"no such file: {snap}")
+    return cfg, info
+
+
+class League:
+    """The running league's actors, as the launcher sees them."""
+
+    def __init__(self, cfg, info):
+        import ray
+
+        from actors.coordinator import LeagueCoordinator
+        from actors.evaluator import Evaluator
+        from actors.learner import Learner
+        from actors.rollout import RolloutWorker
+        from league.league import learner_ids
+
+        self.cfg = cfg
+        ns = cfg.ray.namespace
+        self.coordinator = LeagueCoordinator.options(name=cfg.ray.coordinator_name, namespace=ns).remote(cfg)
+        ray.get(self.coordinator.ping.remote())
+        roles = learner_ids(cfg)
+        self.learners = {
+            lid: Learner.options(name=f"learner:{lid}", namespace=ns).remote(
+                lid, role.value, cfg, info.obs_size, info.num_actions, self.coordinator)
+            for lid, role in roles.items()
+        }
+        ray.get([l.info.remote() for l in self.learners.values()])
+        self.workers = {}
+        for k, lid in enumerate(roles):
+            for j in range(cfg.rollout.workers_per_learner):
+                wid = f"worker:{lid}:{j}"
+                self.workers[wid] = RolloutWorker.options(name=wid, namespace=ns).remote(
+                    wid, lid, cfg, self.coordinator, self.learners, seed=cfg.run.seed * 1000 + 10 * k + j)
+        self.evaluators = {
+            f"evaluator:{i}": Evaluator.options(name=f"evaluator:{i}", namespace=ns).remote(
+                f"evaluator:{i}", cfg, self.coordinator, seed=cfg.run.seed * 1000 + 900 + i)
+            for i in range(cfg.evaluator.count)
+        }
+        self.runs: dict[str, Any] = {}
+
+    def supervise(self) -> None:
+        """(Re)start the run loop of every worker and evaluator whose loop is not running."""
+        import ray
+
+        actors = {**self.workers, **self.evaluators}
+        for name, actor in actors.items():
+            ref = self.runs.get(name)
+            if ref is not None:
+                ready, _ = ray.wait([ref], timeout=0)
+                if not ready:
+                    continue
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayError as exc:
+                    log.warning("%s stopped (%s); restarting its loop", name, type(exc).__name__)
+            self.runs[name] = actor.run.remote()
+
+    def status(self) -> dict[str, Any]:
+        import ray
+
+        return ray.get(self.coordinator.status.remote(), timeout=60)
+
+    def stop(self) -> dict[str, Any]:
+        import ray
+
+        for actor in {**self.workers, **self.evaluators}.values():
+            actor.stop.remote()
+        for name, ref in self.runs.items():
+            try:
+                ray.get(ref, timeout=120)
+            except ray.exceptions.RayError as exc:
+                log.warning("%s did not stop cleanly: %s", name, exc)
+        for lid, learner in self.learners.items():
+            try:
+                ray.get(learner.flush.remote(), timeout=120)
+            except ray.exceptions.RayError as exc:
+                log.warning("learner %s did not flush: %s", lid, exc)
+        return ray.get(self.coordinator.flush.remote(), timeout=120)
+
+
+def progress_line(status: dict[str, Any], steps_per_s: float, elapsed: float) -> str:
+    by_role = status["pool_by_role"]
+    mains = [(lid, l) for lid, l in status["learners"].items() if l["role"] == "main_agent"]
+    main_txt = " ".join(
+        f"{lid}: elo {l['elo']:.0f}"
+        + (f" vs-nash {l['win_rate_vs_nash']:.2f}" if l.get("win_rate_vs_nash") is not None else "")
+        for lid, l in mains)
+    return (f"[{elapsed:7.0f}s] {steps_per_s:9.0f} env steps/s | games {status['games']:.0f} | pool "
+            f"{status['pool_size']} (main {by_role['main_agent']}, mx {by_role['main_exploiter']}, "
+            f"lx {by_role['league_exploiter']}) | nash H {status['nash_entropy']:.2f} "
+            f"support {status['nash_support']} | {main_txt}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from league.config import ConfigError
+
+    try:
+        cfg, info = load(argv)
+    except ConfigError as exc:
+        print(f"nash-league: config error: {exc}", file=sys.stderr)
+        return 2
+
+    import ray
+
+    os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
+    in_cluster = bool(os.environ.get("RAY_ADDRESS")) or cfg.ray.address is not None
+    if in_cluster:
+        ray.init(address=cfg.ray.address or os.environ.get("RAY_ADDRESS"), namespace=cfg.ray.namespace)
+    else:
+        ray.init(address="local", namespace=cfg.ray.namespace, include_dashboard=False,
+                 num_cpus=cfg.ray.num_cpus or max(8, 4 * (os.cpu_count() or 2)), log_to_driver=False)
+    print(f"nash-league: {cfg.game.name} league, storage {cfg.run.storage}", flush=True)
+    stop = {"flag": False}
+
+    def on_signal(signum, frame):
+        stop["flag"] = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    league = League(cfg, info)
+    start = time.time()
+    last_t, last_steps = start, None
+    next_print = start
+    final: dict[str, Any] = {}
+    try:
+        while not stop["flag"]:
+            league.supervise()
+            time.sleep(0.5)
+            now = time.time()
+            if cfg.run.max_minutes is not None and now - start >= cfg.run.max_minutes * 60:
+                break
+            if now >= next_print or cfg.run.max_env_steps is not None:
+                status = league.status()
+                steps = status["env_steps"]
+                if cfg.run.max_env_steps is not None and steps >= cfg.run.max_env_steps:
+                    break
+                if now >= next_print:
+                    rate = 0.0 if last_steps is None else (steps - last_steps) / max(now - last_t, 1e-9)
+                    print(progress_line(status, rate, now - start), flush=True)
+                    last_t, last_steps, next_print = now, steps, now + cfg.run.progress_every_seconds
+        print("nash-league: stopping (flushing results and checkpoints)...", flush=True)
+        final = league.stop()
+        print(progress_line(final, 0.0, time.time() - start), flush=True)
+        print(f"nash-league: stopped; the league is in {Path(cfg.run.storage) / 'league.db'}", flush=True)
+    finally:
+        if not in_cluster:
+            ray.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

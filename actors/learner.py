@@ -1,0 +1,141 @@
+"""Learner: one per role instance. Ingests its own side's trajectories, runs PPO.
+
+It publishes weights by version (rollout workers pull them when their version
+is stale), checkpoints parameters and optimizer through the coordinator's
+store, asks the coordinator after each update whether its role's rule wants a
+snapshot, and resets (fresh orthogonal initialisation, or a configured
+starting snapshot) when the coordinator says so. After a restart it resumes
+from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import ray
+import torch
+
+from league.config import Config, from_dict
+from policies.net import ActorCritic, PolicySpec
+from policies.ppo import PPOConfig, make_optimizer, ppo_update
+from policies.rollout import Rollout
+from policies.snapshot import learner_state_from_bytes, learner_state_to_bytes, policy_from_bytes, policy_to_bytes
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_EVERY_SECONDS = 30.0
+
+
+def ppo_config(cfg: Config) -> PPOConfig:
+    """The PPO hyperparameters of ``cfg.ppo``; unknown keys name ``ppo.KEY``."""
+    return from_dict(PPOConfig, cfg.ppo, "ppo")
+
+
+class LearnerImpl:
+    def __init__(self, learner_id: str, role: str, cfg: Config, obs_size: int, num_actions: int, coordinator):
+        torch.set_num_threads(1)
+        self.learner_id = learner_id
+        self.role = role
+        self.cfg = cfg
+        self.ppo = ppo_config(cfg)
+        self.coordinator = coordinator
+        self.spec = PolicySpec(obs_size=obs_size, num_actions=num_actions, hidden=tuple(cfg.policy.hidden),
+                               activation=cfg.policy.activation)
+        torch.manual_seed(hash((cfg.run.seed, learner_id)) % (2**31))
+        self.model = ActorCritic(self.spec)
+        self.optimizer = make_optimizer(self.model, self.ppo)
+        self.version = 0
+        self.step = 0
+        self.updates = 0
+        self.buffer: list[Rollout] = []
+        self.buffered = 0
+        self.last_stats: dict[str, float] = {}
+        self._lock = threading.Lock()
+        checkpoint = ray.get(coordinator.load_checkpoint.remote(learner_id))
+        if checkpoint and checkpoint.get("state"):
+            self.model, self.optimizer, extra = learner_state_from_bytes(
+                checkpoint["state"], lambda m: make_optimizer(m, self.ppo))
+            self.version = int(extra.get("version", checkpoint["version"]))
+            self.step = int(extra.get("step", checkpoint["step"]))
+            log.info("%s resumed at version %d, step %d", learner_id, self.version, self.step)
+        self._publish()
+        self._last_checkpoint = time.time()
+
+    def _publish(self) -> None:
+        self._weights = (self.version, policy_to_bytes(self.model))
+
+    # -- rollout workers ---------------------------------------------------------
+    def get_weights(self, known_version: int = -1) -> tuple[int, bytes | None]:
+        """(version, policy blob), or (version, None) when ``known_version`` is current."""
+        version, blob = self._weights
+        return (version, None) if version == known_version else (version, blob)
+
+    def submit(self, rollout: dict[str, Any]) -> dict[str, Any]:
+        """Take a batch of this learner's transitions; train when enough are buffered.
+
+        Returns after the batch is ingested (and any update it triggered ran):
+        a worker that waits on this call before sending more is backpressured.
+        """
+        batch = Rollout.from_dict(rollout)
+        if batch.obs.shape[1:] != (self.spec.obs_size,) or batch.mask.shape[1:] != (self.spec.num_actions,):
+            raise ValueError(f"rollout shapes {batch.obs.shape}/{batch.mask.shape} do not fit the policy")
+        with self._lock:
+            self.buffer.append(batch)
+            self.buffered += len(batch)
+            if self.buffered >= self.cfg.rollout.steps_per_batch:
+                self._update()
+            return {"version": self.version, "step": self.step}
+
+    def _update(self) -> None:
+        data = Rollout.concat(self.buffer)
+        self.buffer, self.buffered = [], 0
+        self.last_stats = ppo_update(self.model, self.optimizer, data, self.ppo)
+        self.version += 1
+        self.updates += 1
+        self.step += len(data)
+        self._publish()
+        decision = ray.get(self.coordinator.learner_progress.remote(self.learner_id, self.version, self.step))
+        if decision["snapshot"]:
+            self._snapshot()
+        if time.time() - self._last_checkpoint > CHECKPOINT_EVERY_SECONDS:
+            self._checkpoint()
+
+    def _snapshot(self) -> None:
+        reply = ray.get(self.coordinator.add_snapshot.remote(
+            self.learner_id, policy_to_bytes(self.model), self.step, {"updates": self.updates}))
+        if reply["reset"]:
+            self._reset(reply.get("reset_to"))
+        self._checkpoint()
+
+    def _reset(self, reset_to: str | None) -> None:
+        if reset_to:
+            start = policy_from_bytes(ray.get(self.coordinator.get_snapshot.remote(reset_to)))
+            self.model.load_state_dict(start.state_dict())
+        else:
+            self.model.reset_parameters()
+        self.optimizer = make_optimizer(self.model, self.ppo)
+        self.version += 1
+        self._publish()
+        log.info("%s reset (%s)", self.learner_id, reset_to or "fresh initialisation")
+
+    def _checkpoint(self) -> None:
+        blob = learner_state_to_bytes(self.model, self.optimizer, {"version": self.version, "step": self.step})
+        ray.get(self.coordinator.save_checkpoint.remote(self.learner_id, self.version, self.step, blob))
+        self._last_checkpoint = time.time()
+
+    def flush(self) -> dict[str, Any]:
+        """Checkpoint now (on shutdown)."""
+        with self._lock:
+            self._checkpoint()
+            return self.info()
+
+    def info(self) -> dict[str, Any]:
+        return {"learner_id": self.learner_id, "role": self.role, "version": self.version, "step": self.step,
+                "updates": self.updates, **{f"loss_{k}": v for k, v in self.last_stats.items()}}
+
+
+# Threaded so that get_weights answers while an update runs (torch frees the GIL).
+Learner = ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=0.5, max_concurrency=4)(LearnerImpl)

@@ -1,0 +1,372 @@
+"""The whole league as one plain object: pool, payoff, Elo, roles, Nash, storage.
+
+``LeagueCoordinator`` (actors/) is a thin Ray shell around a ``League``; all
+the rules live here so they can be tested without Ray. Every change that a
+caller is told about has been committed to the store first.
+
+Identities: a live learner plays under its learner id (``main_agent-0``); its
+frozen snapshots are pool agents (``main_agent-0-v3``). Results between a live
+learner and anyone are recorded with the payoff's decay (the learner changes);
+results between two frozen snapshots never decay (they are stationary
+measurements). A self-play game (learner against its own live self) counts as
+a game played but carries no payoff information.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from league.config import Config
+from league.elo import EloTable
+from league.matchmaking import LeagueView, Match, choose_match
+from league.nash import NashSolver, meta_exploitability, nash_entropy
+from league.payoff import PayoffTable
+from league.pool import AgentPool, AgentRecord, AgentType
+from league.roles import should_reset, should_snapshot, snapshot_targets
+from league.store import LeagueStore
+
+log = logging.getLogger(__name__)
+
+ROLES = (AgentType.MAIN_AGENT, AgentType.MAIN_EXPLOITER, AgentType.LEAGUE_EXPLOITER)
+
+
+def learner_ids(cfg: Config) -> dict[str, AgentType]:
+    """Learner id -> role, as the config asks (``main_agent-0``, ...)."""
+    return {f"{role.value}-{i}": role for role in ROLES for i in range(cfg.role(role).count)}
+
+
+@dataclass
+class LearnerState:
+    learner_id: str
+    role: AgentType
+    version: int = 0
+    step: int = 0
+    step_at_snapshot: int = 0
+    snapshots: int = 0
+    resets: int = 0
+    parent_id: str | None = None
+
+    def info(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["role"] = self.role.value
+        return d
+
+
+@dataclass
+class NashState:
+    ids: list[str] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)
+    entropy: float = 0.0
+    meta_exploitability: float = 0.0
+    solved_at: float = 0.0
+    pool_version: int = -1
+    solve_seconds: float = 0.0
+    method: str = ""
+
+    def support(self, eps: float = 1e-9) -> dict[str, float]:
+        return {a: w for a, w in zip(self.ids, self.weights) if w > eps}
+
+
+@dataclass(frozen=True)
+class Result:
+    """One finished game: ``a`` scored ``score`` in [0, 1] against ``b``."""
+
+    a: str
+    b: str
+    score: float
+
+
+class League:
+    def __init__(self, cfg: Config, store: LeagueStore | None = None, seed: int | None = None):
+        self.cfg = cfg
+        self.store = store
+        self.rng = np.random.default_rng(cfg.run.seed if seed is None else seed)
+        self.pool = AgentPool(max_size=cfg.league.pool_max_size)
+        self.payoff = PayoffTable(decay=cfg.league.payoff_decay, prior_games=cfg.league.payoff_prior_games)
+        self.elo = EloTable(k=cfg.league.elo_k, initial=cfg.league.elo_initial)
+        self.learners: dict[str, LearnerState] = {}
+        self.nash = NashState()
+        self.solver = NashSolver()
+        self.pool_version = 0
+        self.results_since_solve = 0
+        self.counters: dict[str, float] = {"games": 0.0, "env_steps": 0.0}
+        self.games_by_role: dict[str, float] = {}
+        for learner_id, role in learner_ids(cfg).items():
+            self.learners[learner_id] = LearnerState(learner_id, role)
+        if store is not None:
+            self._restore(store)
+        for learner_id in self.learners:
+            self.payoff.add_agent(learner_id)
+            self.elo.add(learner_id)
+
+    # -- restore ---------------------------------------------------------
+    def _restore(self, store: LeagueStore) -> None:
+        for record in store.agents():
+            self.pool.insert(record)
+            self.payoff.add_agent(record.agent_id)
+        known = set(self.pool.ids()) | set(self.learners)
+        for a, b, w, d, l in store.payoff_rows():
+            if a in known and b in known:
+                self.payoff.set_counts(a, b, w, d, l)
+        for agent_id, rating, games in store.elo_rows():
+            if agent_id not in self.elo.anchors:
+                self.elo.ratings[agent_id] = rating
+                self.elo.games[agent_id] = games
+        for row in store.learners():
+            info = row["info"]
+            if row["learner_id"] in self.learners and info:
+                st = self.learners[row["learner_id"]]
+                for key in ("version", "step", "step_at_snapshot", "snapshots", "resets", "parent_id"):
+                    if key in info:
+                        setattr(st, key, info[key])
+        latest = store.latest_nash()
+        if latest is not None:
+            self.nash = NashState(**{k: latest[k] for k in ("ids", "weights", "entropy", "meta_exploitability",
+                                                           "solved_at", "pool_version", "solve_seconds", "method")})
+            self.pool.protect(self.nash.support())
+        self.counters.update(store.counters())
+        self.pool_version = len(store.agents(include_removed=True))
+        log.info("league restored: %d agents, %d results, %d learners", len(self.pool), store.result_count(),
+                 len(self.learners))
+
+    # -- matchmaking -------------------------------------------------------
+    def view(self) -> LeagueView:
+        return LeagueView(self.pool, self.payoff, {l: s.role for l, s in self.learners.items()}, self.nash.support())
+
+    def next_matches(self, learner_id: str, n: int) -> list[Match]:
+        state = self._learner(learner_id)
+        if not (1 <= n <= 100_000):
+            raise ValueError(f"number of matches must be in [1, 100000], got {n}")
+        view = self.view()
+        cfg = self.cfg.role(state.role)
+        return [choose_match(learner_id, state.role, cfg, view, self.rng) for _ in range(n)]
+
+    def _learner(self, learner_id: str) -> LearnerState:
+        try:
+            return self.learners[learner_id]
+        except KeyError:
+            raise ValueError(f"unknown learner id {learner_id!r}") from None
+
+    # -- results -------------------------------------------------------------
+    def report_results(self, source: str, seq: int, results: Sequence[Result], env_steps: int = 0) -> bool:
+        """Apply and persist one batch of results; False if it was seen before.
+
+        The whole batch is validated before anything changes; an id that is
+        neither a learner nor in the pool (an agent evicted meanwhile) drops
+        that one result, not the batch.
+        """
+        if self.store is not None and self.store.has_batch(source, seq):
+            return False
+        if env_steps < 0:
+            raise ValueError(f"env_steps must be >= 0, got {env_steps}")
+        known = lambda a: a in self.learners or a in self.pool  # noqa: E731
+        live, frozen, selfplay = [], [], 0
+        for r in results:
+            if not (0.0 <= r.score <= 1.0):
+                raise ValueError(f"score must be in [0, 1], got {r.score}")
+            if r.a == r.b:
+                selfplay += 1
+            elif known(r.a) and known(r.b):
+                (live if (r.a in self.learners or r.b in self.learners) else frozen).append(r)
+        changed = []
+        if live:
+            changed += self.payoff.record_batch([r.a for r in live], [r.b for r in live], [r.score for r in live])
+        if frozen:
+            changed += self.payoff.record_batch([r.a for r in frozen], [r.b for r in frozen],
+                                                [r.score for r in frozen], decay=1.0)
+        moved = self.elo.update_batch([r.a for r in live + frozen], [r.b for r in live + frozen],
+                                      [r.score for r in live + frozen])
+        counted = {"games": float(len(results)), "env_steps": float(env_steps)}
+        for key, value in counted.items():
+            self.counters[key] = self.counters.get(key, 0.0) + value
+        self.results_since_solve += len(frozen)  # only frozen pairs enter the meta-game
+        if self.store is not None:
+            rows = [(a, b, *self.payoff.counts(a, b)) for a, b in changed]
+            elo_rows = [(a, self.elo.ratings[a], self.elo.games[a]) for a in moved]
+            self.store.record_results(source, seq, [asdict(r) for r in results], rows, elo_rows, counted)
+        return True
+
+    def record_exact(self, a: str, b: str, score: float, weight: float = 1e6) -> None:
+        """Set a frozen pair's payoff to an exactly computed expected score."""
+        if a not in self.pool or b not in self.pool:
+            return
+        self.payoff.set_counts(a, b, weight * score, 0.0, weight * (1.0 - score))
+        self.results_since_solve += 1
+        if self.store is not None:
+            self.store.record_results(f"exact:{a}:{b}", 0, [], [(a, b, *self.payoff.counts(a, b))], [], {})
+
+    # -- learners: progress, snapshots, resets -----------------------------------
+    def learner_progress(self, learner_id: str, version: int, step: int) -> dict[str, Any]:
+        """A learner reports its version and step; returns whether to snapshot now."""
+        st = self._learner(learner_id)
+        st.version, st.step = int(version), int(step)
+        targets = snapshot_targets(st.role, self.pool.ids(), self.view().main_learners(),
+                                   [r.agent_id for r in self.pool.list(learner_id=learner_id)])
+        rates = self.payoff.win_rates_for(learner_id, targets) if targets else []
+        games = [self.payoff.games(learner_id, t) for t in targets]
+        decision = should_snapshot(st.role, self.cfg.role(st.role), st.step - st.step_at_snapshot, rates, games)
+        return {"snapshot": decision.snapshot, "reason": decision.reason}
+
+    def add_snapshot(self, learner_id: str, blob: bytes | None, step: int, metadata: dict | None = None,
+                     agent_id: str | None = None) -> tuple[AgentRecord, bool]:
+        """Freeze a learner into the pool; returns the record and whether the learner must reset."""
+        st = self._learner(learner_id)
+        meta = dict(metadata or {})
+        meta.setdefault("learner_version", st.version)
+        lineage = self.pool.latest(learner_id)
+        version = (lineage.version if lineage else st.snapshots) + 1
+        record = AgentRecord(
+            agent_id=agent_id or f"{learner_id}-v{version}", version=version, agent_type=st.role,
+            learner_id=learner_id, parent_id=st.parent_id, step=int(step), created_at=time.time(), metadata=meta,
+        )
+        self.pool.insert(record)
+        evicted = self.pool.evict()
+        reset = should_reset(self.cfg.role(st.role), self.rng)
+        st.snapshots += 1
+        st.step_at_snapshot = int(step)
+        st.parent_id = record.agent_id
+        if reset:
+            st.resets += 1
+            st.parent_id = self.cfg.role(st.role).reset_to
+        if self.store is not None:
+            self.store.add_agent(record, blob, evicted=[r.agent_id for r in evicted])
+            self.store.save_learner(learner_id, st.role.value, st.version, st.step, None, st.info())
+            if reset:
+                self.store.add_event("reset", {"learner_id": learner_id, "after": record.agent_id})
+        self.payoff.add_agent(record.agent_id)
+        # The snapshot is its learner at this moment: it inherits the learner's Elo.
+        self.elo.add(record.agent_id, self.elo.rating(learner_id))
+        for r in evicted:
+            self.payoff.remove_agent(r.agent_id)
+            self.elo.remove(r.agent_id)
+        if reset:
+            self.payoff.remove_agent(learner_id)
+            self.payoff.add_agent(learner_id)
+        self.pool_version += 1
+        return record, reset
+
+    def add_seed(self, agent_id: str, blob: bytes, metadata: dict | None = None) -> AgentRecord:
+        """Put an existing snapshot (e.g. from a file) into the pool as a main-agent snapshot."""
+        if agent_id in self.pool:
+            return self.pool.get(agent_id)
+        record = AgentRecord(agent_id=agent_id, version=1, agent_type=AgentType.MAIN_AGENT,
+                             metadata=dict(metadata or {}, seeded=True))
+        self.pool.insert(record)
+        evicted = self.pool.evict()
+        if self.store is not None:
+            self.store.add_agent(record, blob, evicted=[r.agent_id for r in evicted])
+        self.payoff.add_agent(agent_id)
+        self.elo.add(agent_id)
+        self.pool_version += 1
+        return record
+
+    def win_rate_vs_nash(self, agent_id: str) -> float | None:
+        """Expected score of ``agent_id`` against the current Nash mixture."""
+        support = {a: w for a, w in self.nash.support().items() if a in self.pool and a != agent_id}
+        if not support:
+            return None
+        ids = list(support)
+        w = np.array([support[a] for a in ids])
+        return float(self.payoff.win_rates_for(agent_id, ids) @ (w / w.sum()))
+
+    def save_checkpoint(self, learner_id: str, version: int, step: int, state: bytes) -> None:
+        st = self._learner(learner_id)
+        st.version, st.step = int(version), int(step)
+        if self.store is not None:
+            self.store.save_learner(learner_id, st.role.value, st.version, st.step, state, st.info())
+
+    def load_checkpoint(self, learner_id: str) -> dict[str, Any] | None:
+        self._learner(learner_id)
+        return self.store.load_learner(learner_id) if self.store is not None else None
+
+    # -- Nash ------------------------------------------------------------------
+    def nash_due(self, now: float) -> bool:
+        if len(self.pool) == 0:
+            return False
+        if self.nash.pool_version != self.pool_version:
+            return True
+        return (self.results_since_solve >= self.cfg.league.nash_every_results
+                or (self.results_since_solve > 0 and now - self.nash.solved_at >= self.cfg.league.nash_every_seconds))
+
+    def measured_ids(self) -> list[str]:
+        """The pool agents, oldest first, each kept only if its games against
+        every agent kept before it have been measured. An unmeasured pair sits at
+        the prior 0.5, and a fresh snapshot at 0.5 against everyone would look
+        unbeatable to the Nash: the meta-game must rest on measured numbers."""
+        ids = self.pool.ids()
+        if not ids:
+            return []
+        measured = self.payoff.games_matrix(ids) > 0
+        keep: list[int] = []
+        for i in range(len(ids)):
+            if measured[i, keep].all():
+                keep.append(i)
+        return [ids[i] for i in keep]
+
+    def payoff_matrix(self) -> tuple[list[str], np.ndarray]:
+        ids = self.measured_ids()
+        return ids, self.payoff.matrix(ids) if ids else np.zeros((0, 0))
+
+    def solve_nash(self) -> NashState:
+        """Solve the zero-sum meta-game over the frozen pool (win rate - 1/2)."""
+        ids, matrix = self.payoff_matrix()
+        if not ids:
+            return self.nash
+        start = time.perf_counter()
+        solution = self.solver.solve(matrix - 0.5, ids=ids)
+        seconds = time.perf_counter() - start
+        weights = np.clip(solution.row, 0.0, None)
+        weights = weights / weights.sum()
+        state = NashState(
+            ids=list(ids), weights=weights.tolist(), entropy=nash_entropy(weights),
+            meta_exploitability=float(meta_exploitability(matrix - 0.5, weights)), solved_at=time.time(),
+            pool_version=self.pool_version, solve_seconds=seconds, method=solution.method,
+        )
+        self.set_nash(state)
+        return state
+
+    def set_nash(self, state: NashState) -> None:
+        """Adopt a solved Nash (solved here or in a worker thread) and persist it."""
+        self.nash = state
+        self.results_since_solve = 0
+        self.pool.protect(state.support())
+        if self.store is not None:
+            self.store.save_nash(state.solved_at, state.pool_version, state.ids, state.weights, state.entropy,
+                                 state.meta_exploitability, state.solve_seconds, state.method)
+            self.store.append_elo_history(state.solved_at, [(a, s.role.value, self.elo.rating(a))
+                                                           for a, s in self.learners.items()])
+
+    # -- evaluation --------------------------------------------------------------
+    def evaluation_pairs(self, n: int) -> list[tuple[str, str]]:
+        """The ``n`` frozen pairs whose payoff is least certain (fewest games,
+        weighted up where the Nash puts weight)."""
+        ids = self.pool.ids()
+        if len(ids) < 2:
+            return []
+        games = self.payoff.games_matrix(ids)
+        support = self.nash.support()
+        w = np.array([1.0 + 4.0 * support.get(a, 0.0) for a in ids])
+        uncertainty = np.outer(w, w) / np.sqrt(games + 1.0)
+        iu = np.triu_indices(len(ids), 1)
+        order = np.argsort(-uncertainty[iu], kind="stable")[:n]
+        return [(ids[iu[0][k]], ids[iu[1][k]]) for k in order]
+
+    # -- reading ------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        return {
+            "pool_size": len(self.pool),
+            "pool_by_role": self.pool.counts_by_type(),
+            "pool_version": self.pool_version,
+            "games": self.counters.get("games", 0.0),
+            "env_steps": self.counters.get("env_steps", 0.0),
+            "learners": {l: {**s.info(), "elo": self.elo.rating(l), "win_rate_vs_nash": self.win_rate_vs_nash(l)}
+                         for l, s in self.learners.items()},
+            "nash_entropy": self.nash.entropy,
+            "nash_support": len(self.nash.support()),
+            "meta_exploitability": self.nash.meta_exploitability,
+        }

@@ -1,0 +1,18 @@
+import os
+
+import pytest
+
+# Ray 2.60 token auth is for real clusters; tests run a local Ray without it.
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """One local Ray per test module (starting Ray costs seconds), over-committing
+    logical CPUs so the league's many light actors fit on two cores."""
+    import ray
+
+    ray.init(address="local", num_cpus=16, include_dashboard=False, log_to_driver=False, namespace="league-test")
+    yield ray
+    ray.shutdown()

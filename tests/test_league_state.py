@@ -1,0 +1,79 @@
+"""The League object (what the coordinator actor wraps), without Ray."""
+
+import numpy as np
+import pytest
+
+from league.config import load_config
+from league.league import League, Result
+from league.store import LeagueStore
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    return load_config(None, [f"run.storage={tmp_path}", "roles.league_exploiter.count=1",
+                              "roles.main_exploiter.snapshot_every_steps=100",
+                              "roles.main_exploiter.min_steps_before_snapshot=10"])
+
+
+def test_results_are_idempotent_and_survive_reopen(cfg):
+    store = LeagueStore(cfg.run.storage)
+    league = League(cfg, store)
+    rec, _ = league.add_snapshot("main_agent-0", b"w", step=10)
+    batch = [Result("main_agent-0", rec.agent_id, 1.0), Result("main_agent-0", rec.agent_id, 0.0),
+             Result("main_agent-0", "main_agent-0", 0.5)]
+    assert league.report_results("w0", 1, batch, env_steps=30)
+    assert not league.report_results("w0", 1, batch, env_steps=30)  # retry after a lost reply
+    assert league.counters == {"games": 3.0, "env_steps": 30.0}
+    assert league.payoff.counts("main_agent-0", rec.agent_id) == pytest.approx((0.99, 0.0, 1.0))
+    store.close()
+    again = League(cfg, LeagueStore(cfg.run.storage))
+    assert again.counters == {"games": 3.0, "env_steps": 30.0}
+    assert again.payoff.counts("main_agent-0", rec.agent_id) == pytest.approx((0.99, 0.0, 1.0))
+    assert again.pool.ids() == [rec.agent_id]
+    assert again.elo.rating("main_agent-0") == pytest.approx(league.elo.rating("main_agent-0"))
+
+
+def test_bad_results_change_nothing(cfg):
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    with pytest.raises(ValueError, match="score"):
+        league.report_results("w0", 1, [Result("main_agent-0", "x", 0.2), Result("main_agent-0", "y", 7.0)])
+    assert league.counters["games"] == 0
+    with pytest.raises(ValueError, match="unknown learner"):
+        league.next_matches("nobody", 3)
+
+
+def test_main_exploiter_snapshots_on_beating_the_main_agent_and_always_resets(cfg):
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    assert not league.learner_progress("main_exploiter-0", 1, 50)["snapshot"]
+    league.report_results("w", 1, [Result("main_exploiter-0", "main_agent-0", 1.0)] * 30)
+    decision = league.learner_progress("main_exploiter-0", 2, 50)
+    assert decision == {"snapshot": True, "reason": "win_rate"}
+    record, reset = league.add_snapshot("main_exploiter-0", b"w", step=50)
+    assert reset and league.learners["main_exploiter-0"].resets == 1
+    # a reset learner starts with a clean payoff record
+    assert league.payoff.games("main_exploiter-0", "main_agent-0") == 0
+    assert league.store.events("reset")[0]["after"] == record.agent_id
+
+
+def test_nash_rests_on_measured_pairs_only(cfg):
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    a, _ = league.add_snapshot("main_agent-0", b"a", step=1)
+    b, _ = league.add_snapshot("main_agent-0", b"b", step=2)
+    c, _ = league.add_snapshot("main_agent-0", b"c", step=3)
+    # rock-paper-scissors among a, b, c, measured exactly; a fourth agent unmeasured
+    league.record_exact(a.agent_id, b.agent_id, 1.0)
+    league.record_exact(b.agent_id, c.agent_id, 1.0)
+    league.record_exact(c.agent_id, a.agent_id, 1.0)
+    league.add_snapshot("main_agent-0", b"d", step=4)
+    nash = league.solve_nash()
+    assert nash.ids == [a.agent_id, b.agent_id, c.agent_id]
+    assert np.allclose(nash.weights, 1 / 3, atol=1e-6)
+    assert nash.entropy == pytest.approx(np.log(3))
+    assert league.store.latest_nash()["weights"] == pytest.approx(nash.weights)
+
+
+def test_evaluation_pairs_prefer_unmeasured(cfg):
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    ids = [league.add_snapshot("main_agent-0", b"x", step=i)[0].agent_id for i in range(3)]
+    league.record_exact(ids[0], ids[1], 0.5)
+    assert set(league.evaluation_pairs(2)) == {(ids[0], ids[2]), (ids[1], ids[2])}
