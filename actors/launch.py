@@ -38,13 +38,19 @@ def load(argv: list[str] | None):
     path = args.config or (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
     cfg = load_config(path, args.overrides)
     from actors.learner import ppo_config
-    from envs import game_info
+    from envs import game_info, is_matrix_game
 
     ppo_config(cfg)
+    if not is_matrix_game(cfg.game.name):
+        import pyspiel
+
+        if cfg.game.name.split("(")[0] not in pyspiel.registered_names():
+            raise ConfigError("game.name", f"unknown game {cfg.game.name!r} (e.g. kuhn_poker, leduc_poker, "
+                                           "connect_four, tic_tac_toe, biased_rps, rps)")
     try:
         info = game_info(cfg.game.name, **cfg.game.params)
     except (ValueError, TypeError) as exc:
-        raise ConfigError("game.name", str(exc)) from None
+        raise ConfigError("game.name", str(exc).splitlines()[0]) from None
     for i, snap in enumerate(cfg.league.seed_snapshots):
         if not Path(snap).is_file():
             raise ConfigError(f"league.seed_snapshots[{i}]", f"no such file: {snap}")

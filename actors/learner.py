@@ -18,7 +18,7 @@ from typing import Any
 import ray
 import torch
 
-from league.config import Config, from_dict
+from league.config import Config, ConfigError, from_dict
 from policies.net import ActorCritic, PolicySpec
 from policies.ppo import PPOConfig, make_optimizer, ppo_update
 from policies.rollout import Rollout
@@ -31,7 +31,14 @@ CHECKPOINT_EVERY_SECONDS = 30.0
 
 def ppo_config(cfg: Config) -> PPOConfig:
     """The PPO hyperparameters of ``cfg.ppo``; unknown keys name ``ppo.KEY``."""
-    return from_dict(PPOConfig, cfg.ppo, "ppo")
+    try:
+        return from_dict(PPOConfig, cfg.ppo, "ppo")
+    except ConfigError:
+        raise
+    except ValueError as exc:  # PPOConfig's own range checks: "invalid value for lr, clip: ..."
+        text = str(exc)
+        names = text.split("invalid value for ", 1)[-1].split(":", 1)[0].split(", ")
+        raise ConfigError(f"ppo.{names[0]}", text) from None
 
 
 class LearnerImpl:

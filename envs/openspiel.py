@@ -110,6 +110,24 @@ def _uniform_stream(rng: np.random.Generator):
         yield from rng.random(_UNIFORM_BLOCK).tolist()
 
 
+class _OpeningNode:
+    """A node of the chance tree that precedes the first decision of an
+    episode (Kuhn: the deal; Leduc: the private cards). New episodes walk this
+    cached tree with the env's uniforms and clone the decision state at its
+    leaf, instead of rebuilding it with OpenSpiel calls; the outcomes drawn
+    are exactly those of the uncached walk."""
+
+    __slots__ = ("state", "outcomes", "children")
+
+    def __init__(self, state: pyspiel.State):
+        self.state = state
+        self.outcomes = state.chance_outcomes() if state.is_chance_node() else None
+        self.children: dict[int, _OpeningNode] = {}
+
+
+_OPENING_CACHE_LIMIT = 20_000  # nodes; games with bigger opening deals fall back to plain stepping
+
+
 class OpenSpielGame(VectorGame):
     """A vector of ``num_envs`` copies of a two-player zero-sum OpenSpiel game.
 
@@ -131,6 +149,13 @@ class OpenSpielGame(VectorGame):
         self.obs_size = len(self._tensor(self._first_decision_state(), 0))
         self.simultaneous = self.game.get_type().dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS
         self._observer = _make_observer(self.game)
+        # the pybind method itself: one Python frame less per observation
+        self._set_from = getattr(getattr(self._observer, "_observation", None), "set_from", None) or (
+            self._observer.set_from if self._observer is not None else None
+        )
+        self._mid_chance = self.game.get_type().chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
+        self._opening = _OpeningNode(self.game.new_initial_state())
+        self._opening_size = 1
         self.reset(seed)
 
     def _first_decision_state(self) -> pyspiel.State:
@@ -150,31 +175,45 @@ class OpenSpielGame(VectorGame):
         self._states = [self._new_episode(e) for e in range(self.num_envs)]
         self._obs = np.zeros((2, self.num_envs, self.obs_size), dtype=np.float32)
         self._obs_fresh = np.zeros((2, self.num_envs), dtype=bool)
+        self._arange = np.arange(self.num_envs)
         self._refresh_decisions()
 
     def _new_episode(self, e: int) -> pyspiel.State:
-        state = self.game.new_initial_state()
-        self._resolve_chance(e, state)
-        return state
+        draw = self._uniforms[e]
+        node = self._opening
+        while node.outcomes is not None:
+            action = sample_chance(node.outcomes, next(draw))
+            child = node.children.get(action)
+            if child is None:
+                state = node.state.child(action)
+                if self._opening_size >= _OPENING_CACHE_LIMIT:
+                    self._resolve_chance(e, state)
+                    return state
+                child = node.children[action] = _OpeningNode(state)
+                self._opening_size += 1
+            node = child
+        return node.state.clone()
 
     def _resolve_chance(self, e: int, state: pyspiel.State) -> None:
         draw = self._uniforms[e]
         while state.is_chance_node():
             state.apply_action(sample_chance(state.chance_outcomes(), next(draw)))
 
-    def _refresh_decisions(self) -> None:
-        """Recompute movers and legal masks after a step; observations go stale."""
+    def _refresh_decisions(self, players: list[int] | None = None, masks: list | None = None) -> None:
+        """Recompute movers and legal masks after a step; observations go stale.
+        Turn-based games may pass the movers and their mask lists, gathered in
+        the step loop."""
         E, A = self.num_envs, self.num_actions
         states = self._states
         if not self.simultaneous:
-            players = [states[e].current_player() for e in range(E)]
+            if players is None:
+                players = [s.current_player() for s in states]
+                masks = [s.legal_actions_mask(p) for s, p in zip(states, players)]
             self._cur = np.asarray(players, dtype=np.int64)
             self._movers = np.zeros((E, 2), dtype=bool)
-            self._movers[np.arange(E), self._cur] = True
+            self._movers[self._arange, self._cur] = True
             # one mask row per env: the mover's; other seat's row is all-False
-            self._cur_mask = np.asarray(
-                [s.legal_actions_mask(p) for s, p in zip(states, players)], dtype=bool
-            ).reshape(E, A)
+            self._cur_mask = np.asarray(masks, dtype=bool).reshape(E, A)
         else:
             movers = np.zeros((E, 2), dtype=bool)
             masks = np.zeros((2, E, A), dtype=bool)
@@ -204,11 +243,11 @@ class OpenSpielGame(VectorGame):
         stale = idx[~fresh[idx]]
         if stale.size:
             states = self._states
-            observer = self._observer
-            if observer is not None:
-                tensor = observer.tensor
+            set_from = self._set_from
+            if set_from is not None and self._observer.tensor is not None:
+                tensor = self._observer.tensor
                 for e in stale.tolist():
-                    observer.set_from(states[e], seat)
+                    set_from(states[e], seat)
                     buf[e] = tensor
             else:
                 fn = self._tensor
@@ -251,11 +290,9 @@ class OpenSpielGame(VectorGame):
         in_range = (acts >= 0) & (acts < self.num_actions)
         safe = np.where(in_range, acts, 0)
         if self.simultaneous:
-            legal = np.stack(
-                [self._masks[s][np.arange(E), safe[:, s]] for s in (0, 1)], axis=1
-            )
+            legal = np.stack([self._masks[s][self._arange, safe[:, s]] for s in (0, 1)], axis=1)
         else:
-            row_legal = self._cur_mask[np.arange(E), safe[np.arange(E), self._cur]]
+            row_legal = self._cur_mask[self._arange, safe[self._arange, self._cur]]
             legal = movers & row_legal[:, None]
         bad = movers & ~(in_range & legal)
         if bad.any():
@@ -272,33 +309,38 @@ class OpenSpielGame(VectorGame):
         done = np.zeros(E, dtype=bool)
         returns = np.zeros((E, 2), dtype=np.float64)
         states = self._states
-        uniforms = self._uniforms
         if not self.simultaneous:
-            chosen = acts[np.arange(E), self._cur].tolist()
-            for e in range(E):
-                s = states[e]
-                s.apply_action(chosen[e])
-                if s.is_chance_node():
-                    draw = uniforms[e]
-                    while s.is_chance_node():
-                        s.apply_action(sample_chance(s.chance_outcomes(), next(draw)))
+            chosen = acts[self._arange, self._cur].tolist()
+            mid_chance = self._mid_chance
+            finished, finished_returns, players, masks = [], [], [], []
+            for e, s, a in zip(range(E), states, chosen):
+                s.apply_action(a)
+                if mid_chance and s.is_chance_node():
+                    self._resolve_chance(e, s)
                 if s.is_terminal():
-                    returns[e] = s.returns()
-                    done[e] = True
-                    states[e] = self._new_episode(e)
-        else:
-            rows = acts.tolist()
-            for e in range(E):
-                s = states[e]
+                    finished.append(e)
+                    finished_returns.append(s.returns())
+                    s = states[e] = self._new_episode(e)
                 p = s.current_player()
-                if p == pyspiel.PlayerId.SIMULTANEOUS:
-                    s.apply_actions(rows[e])
-                else:
-                    s.apply_action(rows[e][p])
-                self._resolve_chance(e, s)
-                if s.is_terminal():
-                    returns[e] = s.returns()
-                    done[e] = True
-                    states[e] = self._new_episode(e)
+                players.append(p)
+                masks.append(s.legal_actions_mask(p))
+            if finished:
+                done[finished] = True
+                returns[finished] = finished_returns
+            self._refresh_decisions(players, masks)
+            return StepResult(done=done, returns=returns)
+        rows = acts.tolist()
+        for e in range(E):
+            s = states[e]
+            p = s.current_player()
+            if p == pyspiel.PlayerId.SIMULTANEOUS:
+                s.apply_actions(rows[e])
+            else:
+                s.apply_action(rows[e][p])
+            self._resolve_chance(e, s)
+            if s.is_terminal():
+                returns[e] = s.returns()
+                done[e] = True
+                states[e] = self._new_episode(e)
         self._refresh_decisions()
         return StepResult(done=done, returns=returns)

@@ -1,0 +1,27 @@
+"""torch side of the league: masked actor-critic nets, the PPO update, rollouts,
+snapshot blobs, and (in ``policies.exploitability``, which imports OpenSpiel)
+exact exploitability of a policy or a Nash mixture."""
+
+from policies.net import ActorCritic, PolicySpec
+from policies.ppo import PPOConfig, make_optimizer, ppo_update
+from policies.rollout import Rollout, collect_rollout
+from policies.snapshot import (
+    learner_state_from_bytes,
+    learner_state_to_bytes,
+    policy_from_bytes,
+    policy_to_bytes,
+)
+
+__all__ = [
+    "ActorCritic",
+    "PolicySpec",
+    "PPOConfig",
+    "make_optimizer",
+    "ppo_update",
+    "Rollout",
+    "collect_rollout",
+    "policy_to_bytes",
+    "policy_from_bytes",
+    "learner_state_to_bytes",
+    "learner_state_from_bytes",
+]

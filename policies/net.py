@@ -137,12 +137,15 @@ class ActorCritic(nn.Module):
         if deterministic:
             actions = logits.argmax(-1)
         elif isinstance(generator, np.random.Generator):
-            cdf = logp_all.exp().cumsum(-1).numpy()
+            probs = logp_all.exp().numpy()
+            cdf = probs.cumsum(axis=1)
             u = generator.random(cdf.shape[0]) * cdf[:, -1]
-            idx = (cdf <= u[:, None]).sum(-1)
-            # never step past the last legal action because of rounding
-            last_legal = logits.shape[1] - 1 - (logits > ILLEGAL_LOGIT / 2).flip(-1).int().argmax(-1).numpy()
-            actions = torch.from_numpy(np.minimum(idx, last_legal))
+            idx = np.minimum((cdf <= u[:, None]).sum(axis=1), cdf.shape[1] - 1)
+            rows = np.arange(len(idx))
+            off = probs[rows, idx] == 0  # only by rounding at the top of the cdf
+            if off.any():
+                idx[off] = np.where(probs[off] > 0, np.arange(cdf.shape[1]), -1).max(axis=1)
+            actions = torch.from_numpy(idx)
         else:
             actions = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
         logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)

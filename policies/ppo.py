@@ -1,0 +1,149 @@
+"""Proximal Policy Optimization, the one update every learner role uses.
+
+Schulman, Wolski, Dhariwal, Radford, Klimov (2017), "Proximal Policy
+Optimization Algorithms", arXiv:1707.06347: clipped surrogate objective (eq. 7)
+plus a value loss and an entropy bonus (eq. 9). Advantages by GAE, Schulman et
+al. (2016), "High-Dimensional Continuous Control Using Generalized Advantage
+Estimation", arXiv:1506.02438. The implementation details (Adam eps 1e-5,
+per-minibatch advantage normalization, clipped value loss, global gradient
+clipping) follow CleanRL's ``ppo.py`` (Huang et al. 2022, "The 37
+Implementation Details of Proximal Policy Optimization").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from policies.rollout import Rollout
+
+
+@dataclass
+class PPOConfig:
+    lr: float = 2.5e-4
+    gamma: float = 1.0  # episodic zero-sum games: the terminal result is what counts
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    clip_value_loss: bool = True
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    max_grad_norm: float = 0.5
+    epochs: int = 4
+    minibatch_size: int = 256
+    normalize_advantages: bool = True
+    target_kl: float | None = None  # stop the epochs early when approx KL exceeds it
+    adam_eps: float = 1e-5
+
+    def __post_init__(self):
+        checks = {
+            "lr": self.lr > 0,
+            "gamma": 0 <= self.gamma <= 1,
+            "gae_lambda": 0 <= self.gae_lambda <= 1,
+            "clip": self.clip > 0,
+            "epochs": self.epochs >= 1,
+            "minibatch_size": self.minibatch_size >= 1,
+            "max_grad_norm": self.max_grad_norm > 0,
+        }
+        bad = [k for k, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"PPOConfig: invalid value for {', '.join(bad)}: {[getattr(self, k) for k in bad]}")
+
+
+def make_optimizer(model: nn.Module, cfg: PPOConfig) -> torch.optim.Adam:
+    return torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+
+
+def compute_gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, gamma: float, lam: float):
+    """Advantages and returns (advantage + value) by GAE over concatenated
+    complete episodes: the value after an episode's last step is 0."""
+    n = len(rewards)
+    adv = np.zeros(n, dtype=np.float32)
+    last = 0.0
+    for t in range(n - 1, -1, -1):
+        nonterminal = 0.0 if dones[t] else 1.0
+        next_value = values[t + 1] if t + 1 < n else 0.0
+        delta = rewards[t] + gamma * next_value * nonterminal - values[t]
+        last = delta + gamma * lam * nonterminal * last
+        adv[t] = last
+    return adv, adv + values.astype(np.float32)
+
+
+def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: PPOConfig,
+               *, generator: torch.Generator | None = None) -> dict:
+    """One PPO update of ``model`` on ``rollout`` (complete episodes of one
+    learner's side). ``generator`` seeds the minibatch shuffling. Returns mean
+    statistics: policy_loss, value_loss, entropy, approx_kl, clipfrac,
+    explained_variance, grad_norm, num_transitions, num_minibatches."""
+    n = len(rollout)
+    if n == 0:
+        raise ValueError("ppo_update: empty rollout")
+    if not rollout.dones[-1]:
+        raise ValueError("ppo_update: the rollout must end with a complete episode (dones[-1] is False)")
+
+    # --- GAE (no gradient; values recorded at acting time)
+    advantages, returns = compute_gae(rollout.rewards, rollout.values, rollout.dones, cfg.gamma, cfg.gae_lambda)
+    obs = torch.from_numpy(rollout.obs)
+    mask = torch.from_numpy(rollout.mask)
+    actions = torch.from_numpy(rollout.actions)
+    old_logp = torch.from_numpy(rollout.logp)
+    old_values = torch.from_numpy(rollout.values)
+    adv_t = torch.from_numpy(advantages)
+    ret_t = torch.from_numpy(returns)
+
+    stats = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clipfrac": [], "grad_norm": []}
+    mb = min(cfg.minibatch_size, n)
+    model.train()
+    stop = False
+    for _ in range(cfg.epochs):
+        perm = torch.randperm(n, generator=generator)
+        for start in range(0, n, mb):
+            idx = perm[start:start + mb]
+            new_logp, entropy, new_value = model.evaluate_actions(obs[idx], mask[idx], actions[idx])
+            log_ratio = new_logp - old_logp[idx]
+            ratio = log_ratio.exp()
+            with torch.no_grad():
+                approx_kl = ((ratio - 1) - log_ratio).mean()  # k3 estimator (Schulman 2020)
+                clipfrac = ((ratio - 1.0).abs() > cfg.clip).float().mean()
+
+            mb_adv = adv_t[idx]
+            if cfg.normalize_advantages and len(idx) > 1:
+                mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+
+            # clipped surrogate (PPO eq. 7), as a loss to minimize
+            pg_loss = torch.max(-mb_adv * ratio, -mb_adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
+
+            if cfg.clip_value_loss:
+                v_clipped = old_values[idx] + (new_value - old_values[idx]).clamp(-cfg.clip, cfg.clip)
+                v_loss = 0.5 * torch.max((new_value - ret_t[idx]) ** 2, (v_clipped - ret_t[idx]) ** 2).mean()
+            else:
+                v_loss = 0.5 * ((new_value - ret_t[idx]) ** 2).mean()
+
+            ent = entropy.mean()
+            loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss  # PPO eq. 9
+
+            optimizer.zero_grad()
+            loss.backward()
+            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+
+            stats["policy_loss"].append(pg_loss.item())
+            stats["value_loss"].append(v_loss.item())
+            stats["entropy"].append(ent.item())
+            stats["approx_kl"].append(approx_kl.item())
+            stats["clipfrac"].append(clipfrac.item())
+            stats["grad_norm"].append(float(grad_norm))
+            if cfg.target_kl is not None and approx_kl.item() > cfg.target_kl:
+                stop = True
+                break
+        if stop:
+            break
+    model.eval()
+
+    var_ret = float(np.var(returns))
+    explained_var = float("nan") if var_ret == 0 else 1.0 - float(np.var(returns - rollout.values)) / var_ret
+    out = {k: float(np.mean(v)) for k, v in stats.items()}
+    out.update(explained_variance=explained_var, num_transitions=n, num_minibatches=len(stats["policy_loss"]))
+    return out

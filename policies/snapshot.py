@@ -1,0 +1,108 @@
+"""Policy and learner-state blobs for the league's SQLite store.
+
+A blob is ``torch.save`` of a dict of plain types and tensors, and is read back
+with ``torch.load(..., weights_only=True)``: loading never runs pickle on
+untrusted bytes. Every blob carries a ``format`` tag and a version, so a foreign
+or corrupt blob is refused with a ValueError instead of half-loading.
+"""
+
+from __future__ import annotations
+
+import io
+
+import torch
+
+from policies.net import ActorCritic, PolicySpec
+
+POLICY_FORMAT = "nash-league/policy"
+LEARNER_FORMAT = "nash-league/learner"
+VERSION = 1
+
+
+def _save(payload: dict) -> bytes:
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    return buf.getvalue()
+
+
+def _load(blob: bytes, expected_format: str) -> dict:
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise ValueError(f"expected a bytes blob, got {type(blob).__name__}")
+    try:
+        payload = torch.load(io.BytesIO(bytes(blob)), map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise ValueError(f"not a readable {expected_format} blob ({type(exc).__name__}: {str(exc)[:200]})") from None
+    if not isinstance(payload, dict) or payload.get("format") != expected_format:
+        found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+        raise ValueError(f"blob is not a {expected_format} blob (found format {found!r})")
+    if payload.get("version") != VERSION:
+        raise ValueError(f"{expected_format} blob has version {payload.get('version')!r}; this code reads {VERSION}")
+    return payload
+
+
+def _model_from(payload: dict, what: str) -> ActorCritic:
+    try:
+        spec = PolicySpec.from_dict(payload["spec"])
+        model = ActorCritic(spec)
+        model.load_state_dict(payload["state_dict"], strict=True)
+    except Exception as exc:
+        raise ValueError(f"{what} blob does not describe a valid ActorCritic: {str(exc)[:300]}") from None
+    model.eval()
+    return model
+
+
+def policy_to_bytes(model: ActorCritic) -> bytes:
+    """Parameters and the :class:`PolicySpec` (plain types) of ``model``."""
+    return _save({
+        "format": POLICY_FORMAT,
+        "version": VERSION,
+        "spec": model.spec.to_dict(),
+        "state_dict": {k: v.detach().clone() for k, v in model.state_dict().items()},
+    })
+
+
+def policy_from_bytes(blob: bytes) -> ActorCritic:
+    """Rebuild the network of a :func:`policy_to_bytes` blob (in eval mode).
+    Raises ValueError on a corrupt or foreign blob."""
+    return _model_from(_load(blob, POLICY_FORMAT), POLICY_FORMAT)
+
+
+def policy_spec_from_bytes(blob: bytes) -> PolicySpec:
+    return PolicySpec.from_dict(_load(blob, POLICY_FORMAT)["spec"])
+
+
+def learner_state_to_bytes(model: ActorCritic, optimizer: torch.optim.Optimizer | None = None,
+                           extra: dict | None = None) -> bytes:
+    """A learner checkpoint: parameters, spec, optimizer state and ``extra``
+    (plain types: ints, floats, strings, lists, dicts, e.g. version and step
+    counters)."""
+    return _save({
+        "format": LEARNER_FORMAT,
+        "version": VERSION,
+        "spec": model.spec.to_dict(),
+        "state_dict": {k: v.detach().clone() for k, v in model.state_dict().items()},
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "extra": dict(extra or {}),
+    })
+
+
+def learner_state_from_bytes(blob: bytes, optimizer_factory=None):
+    """Inverse of :func:`learner_state_to_bytes`: ``(model, optimizer, extra)``.
+
+    With ``optimizer_factory(model) -> Optimizer`` (e.g.
+    ``lambda m: policies.ppo.make_optimizer(m, cfg)``) the optimizer is rebuilt
+    and its saved state loaded into it; without one, ``optimizer`` is the raw
+    saved state dict (or None). Raises ValueError on a corrupt or foreign blob.
+    """
+    payload = _load(blob, LEARNER_FORMAT)
+    model = _model_from(payload, LEARNER_FORMAT)
+    opt_state = payload.get("optimizer")
+    optimizer = opt_state
+    if optimizer_factory is not None:
+        optimizer = optimizer_factory(model)
+        if opt_state is not None:
+            try:
+                optimizer.load_state_dict(opt_state)
+            except Exception as exc:
+                raise ValueError(f"optimizer state in the blob does not fit: {str(exc)[:300]}") from None
+    return model, optimizer, payload.get("extra") or {}

@@ -1,0 +1,271 @@
+"""policies/: masked actor-critic, rollouts, GAE, PPO learning, snapshots."""
+
+from __future__ import annotations
+
+import io
+
+import msgpack
+import numpy as np
+import pytest
+import torch
+
+from envs import make_game
+from envs.gym import uniform_opponent
+from policies.exploitability import expected_returns, nash_conv_of_policy, nash_conv_uniform
+from policies.net import ActorCritic, PolicySpec
+from policies.ppo import PPOConfig, compute_gae, make_optimizer, ppo_update
+from policies.rollout import Rollout, collect_rollout
+from policies.snapshot import (
+    learner_state_from_bytes,
+    learner_state_to_bytes,
+    policy_from_bytes,
+    policy_spec_from_bytes,
+    policy_to_bytes,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    # small MLPs gain nothing from intra-op threads, and lose a lot when the cores are shared
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def random_batch(n=512, d=7, a=5, seed=0):
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(size=(n, d)).astype(np.float32)
+    mask = rng.random((n, a)) < 0.5
+    mask[np.arange(n), rng.integers(0, a, n)] = True  # at least one legal action per row
+    return obs, mask
+
+
+def sharp_model(d=7, a=5, seed=0, scale=20.0):
+    """A net with large logits, so illegal actions would win if masking failed."""
+    torch.manual_seed(seed)
+    model = ActorCritic(PolicySpec(d, a, (32, 32)))
+    with torch.no_grad():
+        model.policy_head.weight.mul_(scale * 100)
+    return model
+
+
+# -------------------------------------------------------------------- network
+def test_illegal_actions_get_exactly_zero_probability_and_are_never_sampled():
+    model = sharp_model()
+    obs, mask = random_batch()
+    probs = model.probs(obs, mask)
+    assert np.all(probs[~mask] == 0.0)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-6)
+    for gen in (None, torch.Generator().manual_seed(1), np.random.default_rng(1)):
+        actions, logp, value = model.act(obs, mask, generator=gen)
+        assert mask[np.arange(len(obs)), actions].all()
+        assert np.isfinite(logp).all() and logp.dtype == np.float32 and value.shape == (len(obs),)
+    greedy, _, _ = model.act(obs, mask, deterministic=True)
+    np.testing.assert_array_equal(greedy, np.where(mask, probs, -1).argmax(axis=1))
+
+
+def test_a_seat_without_legal_actions_gets_a_finite_distribution():
+    model = sharp_model()
+    obs, _ = random_batch(4)
+    probs = model.probs(obs, np.zeros((4, 5), dtype=bool))
+    assert np.isfinite(probs).all()
+
+
+def test_sampling_is_reproducible_with_a_generator_and_matches_probabilities():
+    model = sharp_model(scale=0.001)
+    obs = np.zeros((20000, 7), dtype=np.float32)
+    mask = np.array([[True, False, True, True, False]] * 20000)
+    p = model.probs(obs[:1], mask[:1])[0]
+    for make in (lambda: torch.Generator().manual_seed(3), lambda: np.random.default_rng(3)):
+        a1, _, _ = model.act(obs, mask, generator=make())
+        a2, _, _ = model.act(obs, mask, generator=make())
+        np.testing.assert_array_equal(a1, a2)
+        freq = np.bincount(a1, minlength=5) / len(a1)
+        np.testing.assert_allclose(freq, p, atol=0.015)  # > 4 sigma at n = 20000
+
+
+def test_reset_parameters_gives_a_fresh_near_uniform_policy():
+    model = sharp_model()
+    weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    before = [w.detach().clone() for w in weights]
+    model.reset_parameters()
+    assert all(not torch.equal(a, b) for a, b in zip(before, weights))
+    obs, mask = random_batch()
+    probs = model.probs(obs, mask)
+    uniform = mask / mask.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(probs, uniform, atol=0.05)  # policy head init std 0.01
+    w = model.trunk[0].weight.detach()  # (32, 7): orthonormal columns times gain sqrt(2)
+    np.testing.assert_allclose((w.T @ w).numpy(), 2.0 * np.eye(w.shape[1]), atol=1e-4)
+
+
+# -------------------------------------------------------------------- rollout
+def small_rollout(n=6, d=3, a=2):
+    rng = np.random.default_rng(0)
+    return Rollout(
+        obs=rng.normal(size=(n, d)), mask=np.ones((n, a), bool), actions=rng.integers(0, a, n),
+        logp=rng.normal(size=n), values=rng.normal(size=n), rewards=[0, 1, 0, 0, -1, 2][:n],
+        dones=[False, True, False, False, True, True][:n],
+    )
+
+
+def test_rollout_dict_round_trips_through_msgpack_without_pickle():
+    r = small_rollout()
+    back = Rollout.from_dict(msgpack.unpackb(msgpack.packb(r.to_dict()), raw=False))
+    for name in ("obs", "mask", "actions", "logp", "values", "rewards", "dones"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(r, name))
+        assert getattr(back, name).dtype == getattr(r, name).dtype
+    np.testing.assert_array_equal(back.episode_returns(), [1.0, -1.0, 2.0])
+
+
+def test_rollout_from_dict_rejects_malformed_input():
+    d = small_rollout().to_dict()
+    d["obs"]["data"] = d["obs"]["data"][:-4]
+    with pytest.raises(ValueError, match="obs"):
+        Rollout.from_dict(d)
+    with pytest.raises(ValueError):
+        Rollout.from_dict({"obs": 1})
+    d = small_rollout().to_dict()
+    d["actions"]["dtype"] = "<f8"
+    with pytest.raises(ValueError, match="actions"):
+        Rollout.from_dict(d)
+    with pytest.raises(ValueError, match="rows"):
+        Rollout(obs=np.zeros((3, 2)), mask=np.ones((2, 2), bool), actions=[0, 0], logp=[0, 0],
+                values=[0, 0], rewards=[0, 0], dones=[0, 1])
+
+
+def test_rollout_concat_keeps_episode_order():
+    r = small_rollout()
+    both = Rollout.concat([r, r])
+    assert len(both) == 12 and both.num_episodes == 6
+    np.testing.assert_array_equal(both.episode_returns(), [1, -1, 2, 1, -1, 2])
+
+
+def test_collect_rollout_records_complete_learner_episodes_from_both_seats():
+    game = make_game("kuhn_poker", 32, seed=0)
+    model = ActorCritic(PolicySpec(game.obs_size, game.num_actions, (16,)))
+    rollout, outcomes = collect_rollout(game, model, uniform_opponent(np.random.default_rng(0)), 500,
+                                        np.random.default_rng(0))
+    assert len(rollout) >= 500 and rollout.dones[-1]
+    assert rollout.mask[np.arange(len(rollout)), rollout.actions].all()
+    assert np.all(rollout.rewards[~rollout.dones] == 0)
+    returns = rollout.episode_returns()
+    assert len(returns) == len(outcomes) == rollout.num_episodes  # Kuhn: both seats always act
+    np.testing.assert_array_equal(outcomes, (returns > 0).astype(float))  # Kuhn has no draws
+    assert set(np.abs(returns)) <= {1.0, 2.0}
+    seat_one_hot = rollout.obs[:, :2]  # Kuhn's info-state tensor starts with the player one-hot
+    share_seat0 = seat_one_hot[:, 0].mean()
+    assert 0.35 < share_seat0 < 0.65
+
+
+# ------------------------------------------------------------------------ GAE
+def test_gae_with_lambda_one_is_return_minus_value_and_with_lambda_zero_is_td_error():
+    rewards = np.array([0.0, 1.0, 0.0, 0.0, -1.0], dtype=np.float32)
+    values = np.array([0.2, 0.5, -0.1, 0.3, 0.4], dtype=np.float32)
+    dones = np.array([False, True, False, False, True])
+    g = 0.9
+    adv, ret = compute_gae(rewards, values, dones, gamma=g, lam=1.0)
+    mc = np.array([g * 1.0, 1.0, g * g * -1.0, g * -1.0, -1.0])
+    np.testing.assert_allclose(adv, mc - values, atol=1e-6)
+    np.testing.assert_allclose(ret, mc, atol=1e-6)
+    adv0, _ = compute_gae(rewards, values, dones, gamma=g, lam=0.0)
+    next_v = np.array([values[1], 0.0, values[3], values[4], 0.0])
+    np.testing.assert_allclose(adv0, rewards + g * next_v - values, atol=1e-6)
+
+
+def test_ppo_update_rejects_an_incomplete_episode():
+    model = ActorCritic(PolicySpec(3, 2, (8,)))
+    r = small_rollout(5)
+    r.dones[-1] = False
+    with pytest.raises(ValueError, match="complete episode"):
+        ppo_update(model, make_optimizer(model, PPOConfig()), r, PPOConfig())
+
+
+# ------------------------------------------------------------------- learning
+def test_ppo_finds_the_exact_best_response_to_a_fixed_mixture_in_biased_rps():
+    game = make_game("biased_rps", 256)
+    mix = np.array([0.25, 0.25, 0.5])
+    best = game.best_response(mix, seat=0)
+    assert best.tolist() == game.best_response(mix, seat=1).tolist() == [0]  # unique, margin 1.0
+    torch.manual_seed(0)
+    model = ActorCritic(PolicySpec(game.obs_size, game.num_actions, (32,)))
+    cfg = PPOConfig(lr=1e-2, epochs=4, minibatch_size=256, ent_coef=0.0)
+    opt = make_optimizer(model, cfg)
+    rng, opp_rng, gen = np.random.default_rng(0), np.random.default_rng(1), torch.Generator().manual_seed(0)
+    opponent = lambda obs, mask: opp_rng.choice(3, size=len(obs), p=mix)  # noqa: E731
+    for _ in range(12):
+        rollout, _ = collect_rollout(game, model, opponent, 1024, rng)
+        ppo_update(model, opt, rollout, cfg, generator=gen)
+    probs = model.probs(np.eye(2, dtype=np.float32), np.ones((2, 3), dtype=bool))  # seat 0 and seat 1
+    assert probs[0, 0] > 0.9 and probs[1, 0] > 0.9
+    # its value against the mixture approaches the best-response value 0.75
+    assert game.expected_payoff(probs[0], mix) > 0.6
+
+
+@pytest.mark.slow
+def test_ppo_against_uniform_on_kuhn_learns_a_best_response():
+    game = make_game("kuhn_poker", 64, seed=0)
+    torch.manual_seed(0)
+    model = ActorCritic(PolicySpec(game.obs_size, game.num_actions, (64, 64)))
+    cfg = PPOConfig(lr=3e-3, epochs=4, minibatch_size=512, ent_coef=0.0)
+    opt = make_optimizer(model, cfg)
+    rng, gen = np.random.default_rng(0), torch.Generator().manual_seed(0)
+    opponent = uniform_opponent(np.random.default_rng(1))
+    for _ in range(15):
+        rollout, _ = collect_rollout(game, model, opponent, 2048, rng)
+        ppo_update(model, opt, rollout, cfg, generator=gen)
+    nash_conv = nash_conv_of_policy("kuhn_poker", model)["nash_conv"]
+    assert nash_conv < 0.75 < nash_conv_uniform("kuhn_poker")["nash_conv"]  # uniform: 11/12
+    # exact value against uniform, averaged over seats; a best response gets 11/24 = 0.4583
+    value = (expected_returns("kuhn_poker", model, None)[0] + expected_returns("kuhn_poker", None, model)[1]) / 2
+    assert 0.40 < value <= 11 / 24 + 1e-9
+
+
+# ------------------------------------------------------------------ snapshots
+def test_policy_snapshot_round_trip_gives_identical_outputs():
+    model = sharp_model(d=11, a=3)
+    blob = policy_to_bytes(model)
+    back = policy_from_bytes(blob)
+    assert back.spec == model.spec and policy_spec_from_bytes(blob) == model.spec
+    obs, mask = random_batch(d=11, a=3)
+    np.testing.assert_array_equal(back.probs(obs, mask), model.probs(obs, mask))
+    gen_a, gen_b = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    for x, y in zip(model.act(obs, mask, generator=gen_a), back.act(obs, mask, generator=gen_b)):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_corrupt_or_foreign_blobs_raise_value_error():
+    blob = policy_to_bytes(ActorCritic(PolicySpec(4, 2, (8,))))
+    foreign = io.BytesIO()
+    torch.save({"weights": torch.zeros(3)}, foreign)
+    wrong_shape = io.BytesIO()
+    payload = torch.load(io.BytesIO(blob), weights_only=True)
+    payload["spec"]["obs_size"] = 5
+    torch.save(payload, wrong_shape)
+    for bad in (b"", b"not a torch file", blob[: len(blob) // 2], bytes(reversed(blob)), foreign.getvalue(),
+                wrong_shape.getvalue(), learner_state_to_bytes(ActorCritic(PolicySpec(4, 2, (8,))))):
+        with pytest.raises(ValueError):
+            policy_from_bytes(bad)
+    with pytest.raises(ValueError):
+        learner_state_from_bytes(blob)  # a policy blob is not a learner checkpoint
+    with pytest.raises(ValueError):
+        policy_from_bytes("a string")
+
+
+def test_learner_checkpoint_restores_parameters_and_optimizer_state():
+    game = make_game("kuhn_poker", 16, seed=0)
+    torch.manual_seed(0)
+    model = ActorCritic(PolicySpec(game.obs_size, game.num_actions, (16,)))
+    cfg = PPOConfig(lr=1e-3, epochs=1, minibatch_size=64)
+    opt = make_optimizer(model, cfg)
+    opponent = uniform_opponent(np.random.default_rng(0))
+    rollout, _ = collect_rollout(game, model, opponent, 128, np.random.default_rng(0))
+    ppo_update(model, opt, rollout, cfg, generator=torch.Generator().manual_seed(0))
+    blob = learner_state_to_bytes(model, opt, {"version": 3, "role": "main_agent"})
+    model2, opt2, extra = learner_state_from_bytes(blob, lambda m: make_optimizer(m, cfg))
+    assert extra == {"version": 3, "role": "main_agent"}
+    # one more identical update from both gives identical parameters (Adam moments restored)
+    ppo_update(model, opt, rollout, cfg, generator=torch.Generator().manual_seed(1))
+    ppo_update(model2, opt2, rollout, cfg, generator=torch.Generator().manual_seed(1))
+    for a, b in zip(model.parameters(), model2.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
