@@ -21,10 +21,13 @@ matrices and their antisymmetric shift ``W - 0.5`` have the same equilibria.
 Solvers here:
 
 - :func:`solve_zero_sum` / :func:`compute_nash_distribution`: exact, via
-  HiGHS through ``scipy.optimize.linprog``, wrapped in a double oracle
-  (McMahan, Gordon & Blum 2003) so that a game whose equilibrium has a small
-  support -- the usual league, mostly transitive -- is solved on a small
-  restricted game and only *checked* against the full matrix.
+  the LP, wrapped in a double oracle (McMahan, Gordon & Blum 2003) so that a
+  game whose equilibrium has a small support -- the usual league, mostly
+  transitive -- is solved on a small restricted game and only *checked*
+  against the full matrix. Restricted games are solved by HiGHS (dual
+  simplex, through ``scipy.optimize.linprog``) while small, and by a dense
+  interior point with an exact crossover once large (see :func:`_solve_ipm`),
+  with HiGHS as its fallback.
 - :class:`NashSolver`: the same, warm-started from the previous solution's
   support, for a league that re-solves as results arrive.
 - Regret matching (Hart & Mas-Colell 2000) in its "plus" form (Tammelin 2014),
@@ -43,6 +46,7 @@ from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
 import numpy as np
+from scipy.linalg import cho_solve
 from scipy.optimize import linprog
 
 __all__ = [
@@ -59,12 +63,19 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # HiGHS' feasibility tolerances on the normalised game (entries in [-1, 1]).
-# Its defaults (1e-7) would leave deviation gains of that order; 1e-10 is the
-# tightest it accepts reliably, and costs few extra iterations.
+# Its defaults (1e-7) would leave deviation gains of that order; 1e-10 keeps
+# them below the double oracle's floor.
 _LP_TOL = 1e-10
 # Below this a deviation gain is LP round-off, not a missing strategy: the
 # double oracle never asks for more accuracy than the LP can deliver.
 _GAIN_FLOOR = 1e-9
+# Restricted games larger than this (per side) go to the dense interior point.
+_IPM_MIN_SIZE = 96
+# Weights below this fraction of the largest do not seed a warm start.
+_SUPPORT_CUT = 1e-6
+# Games this small are solved whole: the double oracle's bookkeeping would cost
+# more than the LP it saves.
+_SMALL_GAME = 32
 
 
 @dataclass(frozen=True)
@@ -73,10 +84,13 @@ class NashSolution:
 
     ``row`` maximises and ``col`` minimises ``row @ payoff @ col``; ``value`` is
     that product at equilibrium. ``method`` says which solver produced it:
-    ``"lp"`` (HiGHS, cold), ``"lp-warm"`` (HiGHS inside a double oracle seeded
-    with a previous support) or ``"regret-matching"`` (fallback, approximate).
-    ``iterations`` counts the restricted games solved; ``nash_conv`` is the
-    measured :func:`nash_conv` of the result on the full matrix.
+    ``"lp"`` (exact LP, cold), ``"lp-warm"`` (exact LP inside a double oracle
+    seeded with a previous support) or ``"regret-matching"`` (fallback,
+    approximate).
+    ``iterations`` counts the restricted games solved (double-oracle rounds);
+    ``nash_conv`` is the measured :func:`nash_conv` of the result on the full
+    matrix; ``backend`` names the LP engines used: ``"highs"``, ``"ipm"``
+    (dense interior point).
     """
 
     row: np.ndarray
@@ -85,6 +99,7 @@ class NashSolution:
     method: str
     iterations: int = 1
     nash_conv: float = 0.0
+    backend: str = "highs"
 
 
 # --------------------------------------------------------------------------
@@ -262,6 +277,198 @@ def _solve_lp(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     return x, y, float(x @ a @ y)
 
 
+def _solve_ipm(a: np.ndarray, tol: float, max_iter: int = 60) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """Both optimal mixtures of ``a`` (entries in [-1, 1]) by a dense interior point.
+
+    Mehrotra's predictor-corrector (1992) on the same LP as :func:`_solve_lp`,
+    written as ``min -1^T w  s.t.  B w + s = 1,  w, s >= 0`` whose dual
+    multipliers are ``-u``. Why not HiGHS here: a meta-game is a *dense*
+    matrix, and HiGHS' sparse factorisations take ~6-10 s on 1000 x 1000
+    where one dense Cholesky of the N x N normal matrix costs ~20 ms, and an
+    interior point needs ~15-25 of them whatever N is.
+
+    Interior points stop near, not at, a vertex; the exact answer comes from
+    the supports they reveal (strict complementarity: ``u_i`` vs the slack
+    ``s_i``, ``w_j`` vs ``z_j``), solved as the square linear system
+    "every supported strategy earns the value". It is accepted only if the
+    result's NashConv on ``a`` is <= ``tol``; ``None`` sends the caller to HiGHS.
+    """
+    n, m = a.shape
+    b = a + 2.0
+    bt = np.ascontiguousarray(b.T)
+    total = n + m
+    w, s = np.full(m, 0.5 / m), np.full(n, 0.5)
+    lam, zw, zs = np.full(n, -0.5 / n), np.full(m, 0.5), np.full(n, 0.5)
+    for _ in range(max_iter):
+        rp = 1.0 - b @ w - s
+        rdw = -1.0 - bt @ lam - zw
+        rds = -lam - zs
+        mu = (w @ zw + s @ zs) / total
+        if mu < 1e-8:
+            cand = _crossover(a, -lam > s, w > zw, tol)
+            if cand is None and mu < 1e-10:
+                # A near-degenerate strategy (weight and gain both ~0) can keep
+                # the crossover from settling; the interior point itself is then
+                # within tol once its tiny weights are dropped.
+                cand = _trimmed_pair(-lam, w, a, tol)
+            if cand is not None:
+                return cand
+            if mu < 1e-13 or max(abs(rp).max(), abs(rdw).max()) > 1e-6:
+                # Past this, round-off in the normal equations dominates.
+                break
+        # Clipping keeps the normal matrix factorisable (and free of denormals)
+        # once variables are 1e-15 from their bounds.
+        dw = np.clip(w / zw, 1e-14, 1e14)
+        ds = np.clip(s / zs, 1e-14, 1e14)
+        k = (b * dw) @ bt
+        k[np.diag_indices(n)] += ds
+        try:
+            chol = np.linalg.cholesky(k)
+        except np.linalg.LinAlgError:
+            return None
+        base = rp + b @ (dw * rdw) + ds * rds
+
+        def direction(rcw, rcs):
+            # Newton step of the KKT system reduced to the normal equations,
+            # with one round of iterative refinement: near the optimum the
+            # normal matrix is ill-conditioned, and without it the primal
+            # residual stalls around 1e-9 -- too coarse to read supports off.
+            rhs = base - b @ (rcw / zw) - rcs / zs
+            dlam = cho_solve((chol, True), rhs, check_finite=False)
+            dlam += cho_solve((chol, True), rhs - (b @ (dw * (bt @ dlam)) + ds * dlam), check_finite=False)
+            dzw = rdw - bt @ dlam
+            dzs = rds - dlam
+            return (rcw - w * dzw) / zw, (rcs - s * dzs) / zs, dlam, dzw, dzs
+
+        aw, as_, al, azw, azs = direction(-w * zw, -s * zs)
+        ap = min(_max_step(w, aw), _max_step(s, as_))
+        ad = min(_max_step(zw, azw), _max_step(zs, azs))
+        mu_aff = ((w + ap * aw) @ (zw + ad * azw) + (s + ap * as_) @ (zs + ad * azs)) / total
+        sigma = (mu_aff / mu) ** 3
+        cw, cs, cl, czw, czs = direction(-w * zw - aw * azw + sigma * mu, -s * zs - as_ * azs + sigma * mu)
+        ap = min(1.0, 0.995 * min(_max_step(w, cw), _max_step(s, cs)))
+        ad = min(1.0, 0.995 * min(_max_step(zw, czw), _max_step(zs, czs)))
+        w, s = w + ap * cw, s + ap * cs
+        lam, zw, zs = lam + ad * cl, zw + ad * czw, zs + ad * czs
+    return None
+
+
+def _max_step(v: np.ndarray, dv: np.ndarray) -> float:
+    neg = dv < 0
+    return min(1.0, float((-v[neg] / dv[neg]).min())) if neg.any() else 1.0
+
+
+def _normalised_pair(u, w, a) -> tuple[np.ndarray, np.ndarray, float] | None:
+    x, y = np.clip(u, 0.0, None), np.clip(w, 0.0, None)
+    if not (x.sum() > 0 and y.sum() > 0):
+        return None
+    x, y = x / x.sum(), y / y.sum()
+    return x, y, float(x @ a @ y)
+
+
+def _crossover(a: np.ndarray, in_r: np.ndarray, in_c: np.ndarray, tol: float, rounds: int = 3):
+    """From supports guessed by an interior point to an exact vertex.
+
+    Solve on the guessed supports; drop strategies that get negative weight,
+    add those that beat the value by more than ``tol``; repeat a few times.
+    Near the optimum the guess is wrong only on strategies with near-zero
+    weight or gain (a handful in a random 1000 x 1000 game), so this settles
+    in one or two rounds. ``None`` when it does not settle.
+    """
+    in_r, in_c = in_r.copy(), in_c.copy()
+    for _ in range(rounds):
+        res = _support_solve(a, np.flatnonzero(in_r), np.flatnonzero(in_c), clip=False)
+        if res is None:
+            return None
+        x, y, v = res
+        row_gain = a @ y - v
+        col_gain = v - x @ a
+        out_r, out_c = x < 0, y < 0
+        add_r, add_c = (row_gain > tol) & ~in_r, (col_gain > tol) & ~in_c
+        if not (out_r.any() or out_c.any() or add_r.any() or add_c.any()):
+            return _normalised_pair(x, y, a)
+        in_r = _pivot(in_r, out_r, add_r, x, row_gain)
+        in_c = _pivot(in_c, out_c, add_c, y, col_gain)
+    return None
+
+
+def _pivot(support: np.ndarray, out: np.ndarray, add: np.ndarray, weight: np.ndarray, gain: np.ndarray) -> np.ndarray:
+    # A nondegenerate equilibrium has supports of equal size on both sides
+    # (odd size in a symmetric game), so when a strategy must leave and another
+    # enter, swap the worst of each -- a simplex-like pivot -- rather than
+    # change the support's size.
+    support = support.copy()
+    if out.any() and add.any():
+        support[np.flatnonzero(out)[np.argmin(weight[out])]] = False
+        support[np.flatnonzero(add)[np.argmax(gain[add])]] = True
+    else:
+        support[out] = False
+        support[add] = True
+    return support
+
+
+def _trimmed_pair(u, w, a, tol: float) -> tuple[np.ndarray, np.ndarray, float] | None:
+    pair = _normalised_pair(u, w, a)
+    if pair is None:
+        return None
+    for cut in (1e-9, 1e-11, 0.0):
+        x = np.where(pair[0] > cut * pair[0].max(), pair[0], 0.0)
+        y = np.where(pair[1] > cut * pair[1].max(), pair[1], 0.0)
+        x, y = x / x.sum(), y / y.sum()
+        if (a @ y).max() - (x @ a).min() <= tol:
+            return x, y, float(x @ a @ y)
+    return None
+
+
+def _support_solve(
+    a: np.ndarray, rows: np.ndarray, cols: np.ndarray, clip: bool = True
+) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """The equilibrium with supports ``rows`` x ``cols``, if it exists and is unique.
+
+    On its support each player's mixture makes the other indifferent (every
+    supported pure strategy earns the value ``v``): ``A_RC y = v 1, 1^T y = 1``
+    and ``x^T A_RC = v 1^T, 1^T x = 1``. That is the support-enumeration step
+    of e.g. Nisan et al., Algorithmic Game Theory (2007), ch. 3, given the
+    supports instead of enumerating them.
+    """
+    k = rows.size
+    if k == 0 or k != cols.size:
+        return None
+    sub = a[np.ix_(rows, cols)]
+    sys_ = np.empty((k + 1, k + 1))
+    rhs = np.zeros(k + 1)
+    rhs[k] = 1.0
+    try:
+        sys_[:k, :k] = sub
+        sys_[:k, k] = -1.0
+        sys_[k, :k] = 1.0
+        sys_[k, k] = 0.0
+        yv = np.linalg.solve(sys_, rhs)
+        sys_[:k, :k] = sub.T
+        xv = np.linalg.solve(sys_, rhs)
+    except np.linalg.LinAlgError:
+        return None
+    if not (np.isfinite(xv).all() and np.isfinite(yv).all()):
+        return None
+    x, y = np.zeros(a.shape[0]), np.zeros(a.shape[1])
+    x[rows], y[cols] = xv[:k], yv[:k]
+    if not clip:
+        return x, y, float(yv[k])
+    if (x < -1e-12).any() or (y < -1e-12).any():
+        return None
+    return _normalised_pair(x, y, a)
+
+
+def _solve_restricted(a: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray, float, str]:
+    # HiGHS' dual simplex is fastest while the game is small; dense interior
+    # point (verified, else HiGHS after all) beyond that.
+    if min(a.shape) > _IPM_MIN_SIZE:
+        res = _solve_ipm(a, tol)
+        if res is not None:
+            return (*res, "ipm")
+    return (*_solve_lp(a), "highs")
+
+
 def _regret_matching(a: np.ndarray, tol: float, max_iter: int = 20_000) -> tuple[np.ndarray, np.ndarray, int]:
     """Regret matching+ with alternating updates and linear averaging.
 
@@ -306,63 +513,80 @@ def _initial_sets(a: np.ndarray, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _double_oracle(
-    a: np.ndarray, rows: np.ndarray, cols: np.ndarray, tol: float, max_add: int | None = None
-) -> tuple[np.ndarray, np.ndarray, float, int]:
-    """Double oracle (McMahan, Gordon & Blum 2003) with exact LP restricted games.
+    a: np.ndarray, rows: np.ndarray, cols: np.ndarray, tol: float
+) -> tuple[np.ndarray, np.ndarray, float, int, str]:
+    """Double oracle (McMahan, Gordon & Blum 2003) with exact restricted games.
 
     Solve the game restricted to ``rows x cols``; add every pure strategy whose
     payoff against the restricted equilibrium beats its value by more than
-    ``tol`` (up to ``max_add`` per player per round, best first); repeat until
-    none does. Sets only grow, so it ends; at the end no pure deviation in the
-    full game gains more than ``tol``, i.e. NashConv <= 2 tol.
+    ``tol``; repeat until none does. Sets only grow, so it ends; at the end no
+    pure deviation in the full game gains more than ``tol`` against the
+    restricted equilibrium padded with zeros, so that is an equilibrium of the
+    full game (NashConv <= 2 tol).
+
+    Adding all violators rather than one best response each round (as in
+    PSRO) keeps the number of rounds small. When a restricted game would grow
+    fast past half the full game -- a cold start on a random game, whose
+    support is near N/2 -- it is cheaper to solve the full game at once than
+    to keep growing it; a warm start that only adds a few strategies to a
+    large support keeps going.
     """
     n, m = a.shape
     in_r = np.zeros(n, bool)
     in_c = np.zeros(m, bool)
     in_r[rows] = True
     in_c[cols] = True
-    it = 0
+    rounds, backends = 0, set()
     while True:
-        it += 1
+        rounds += 1
         r_idx, c_idx = np.flatnonzero(in_r), np.flatnonzero(in_c)
-        xs, ys, v = _solve_lp(a[np.ix_(r_idx, c_idx)])
+        xs, ys, v, backend = _solve_restricted(a[np.ix_(r_idx, c_idx)], tol)
+        backends.add(backend)
         row_payoff = a[:, c_idx] @ ys
         col_payoff = xs @ a[r_idx, :]
-        new_r = np.flatnonzero((row_payoff > v + tol) & ~in_r)
-        new_c = np.flatnonzero((col_payoff < v - tol) & ~in_c)
+        worst = max(row_payoff.max() - v, v - col_payoff.min())
+        if worst <= tol or not ((row_payoff > v + tol) & ~in_r).any() and not ((col_payoff < v - tol) & ~in_c).any():
+            new_r = new_c = np.empty(0, int)
+        else:
+            # Also take strategies that fall short of the value by less than the
+            # worst violation: the next equilibrium tends to use them, and each
+            # round saved is a restricted solve saved.
+            new_r = np.flatnonzero((row_payoff > v - worst) & ~in_r)
+            new_c = np.flatnonzero((col_payoff < v + worst) & ~in_c)
         if new_r.size == 0 and new_c.size == 0:
             x, y = np.zeros(n), np.zeros(m)
             x[r_idx], y[c_idx] = xs, ys
-            return x, y, v, it
-        if max_add is not None:
-            if new_r.size > max_add:
-                new_r = new_r[np.argpartition(-row_payoff[new_r], max_add - 1)[:max_add]]
-            if new_c.size > max_add:
-                new_c = new_c[np.argpartition(col_payoff[new_c], max_add - 1)[:max_add]]
+            return x, y, v, rounds, "+".join(sorted(backends))
         in_r[new_r] = True
         in_c[new_c] = True
+        grew_fast = new_r.size + new_c.size > 0.25 * (r_idx.size + c_idx.size)
+        if grew_fast and (2 * in_r.sum() > n or 2 * in_c.sum() > m):
+            in_r[:] = True
+            in_c[:] = True
 
 
-def _solve(
-    payoff, *, rows0=None, cols0=None, tol: float = 1e-9, warm: bool = False
-) -> NashSolution:
+def _solve(payoff, *, rows0=None, cols0=None, tol: float = 1e-9) -> NashSolution:
     a_raw = _as_matrix(payoff)
     a, shift, scale = _normalise(a_raw)
     n, m = a.shape
     tol_n = max(tol / scale, _GAIN_FLOOR)
+    warm = rows0 is not None and cols0 is not None and len(rows0) > 0 and len(cols0) > 0
     try:
-        if rows0 is None or cols0 is None or len(rows0) == 0 or len(cols0) == 0:
+        if max(n, m) <= _SMALL_GAME:
+            rows0, cols0 = np.arange(n), np.arange(m)
+        elif not warm:
             rows0, cols0 = _initial_sets(a)
-            warm = False
-        x, y, v, it = _double_oracle(a, np.asarray(rows0, int), np.asarray(cols0, int), tol_n)
+        x, y, v, it, backend = _double_oracle(a, np.asarray(rows0, int), np.asarray(cols0, int), tol_n)
         method = "lp-warm" if warm else "lp"
     except _LPFailure as exc:
         logger.warning("LP solver failed; falling back to regret matching (%s)", exc)
         x, y, it = _regret_matching(a, tol_n)
         v = float(x @ a @ y)
-        method = "regret-matching"
+        method, backend = "regret-matching", "regret-matching"
     conv = float((a @ y).max() - (x @ a).min()) * scale
-    return NashSolution(row=x, col=y, value=v * scale + shift, method=method, iterations=it, nash_conv=conv)
+    return NashSolution(
+        row=x, col=y, value=v * scale + shift, method=method, iterations=it, nash_conv=conv, backend=backend
+    )
 
 
 # --------------------------------------------------------------------------
@@ -392,10 +616,10 @@ def compute_nash_distribution(payoff, *, warm_start=None, tol: float = 1e-9) -> 
     rows0 = cols0 = None
     if warm_start is not None:
         p = _as_mixture(warm_start, a.shape[0], "warm_start")
-        rows0 = np.flatnonzero(p > 0)
+        rows0 = np.flatnonzero(p > _SUPPORT_CUT * p.max())
         # A symmetric game's column support is the row support.
         cols0 = rows0 if a.shape[0] == a.shape[1] else None
-    sol = _solve(a, rows0=rows0, cols0=cols0, tol=tol, warm=warm_start is not None)
+    sol = _solve(a, rows0=rows0, cols0=cols0, tol=tol)
     return sol.row
 
 
@@ -449,8 +673,11 @@ class NashSolver:
             c_pos = {k: j for j, k in enumerate(c_ids)}
             rows0 = [r_pos[k] for k in self._row_ids if k in r_pos]
             cols0 = [c_pos[k] for k in self._col_ids if k in c_pos]
-        sol = _solve(a, rows0=rows0, cols0=cols0, tol=self.tol, warm=rows0 is not None)
-        self._row_ids = [r_ids[i] for i in np.flatnonzero(sol.row > 0)]
-        self._col_ids = [c_ids[j] for j in np.flatnonzero(sol.col > 0)]
+        sol = _solve(a, rows0=rows0, cols0=cols0, tol=self.tol)
+        # An interior-point answer may carry 1e-13 weights on strategies that
+        # are not really in the support; seeding with them would only make the
+        # next restricted game bigger (the double oracle re-adds any it needs).
+        self._row_ids = [r_ids[i] for i in np.flatnonzero(sol.row > _SUPPORT_CUT * sol.row.max())]
+        self._col_ids = [c_ids[j] for j in np.flatnonzero(sol.col > _SUPPORT_CUT * sol.col.max())]
         self.last = sol
         return sol
