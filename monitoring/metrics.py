@@ -1,0 +1,66 @@
+"""Every metric the league exports, in one place.
+
+Defined with ``ray.util.metrics`` and exported through each node's metrics
+agent, so Prometheus sees them as ``ray_<name>`` (counters with ``_total``).
+Labels stay bounded: roles, learner ids, agent ids of the Nash support,
+coordinator method names; never a label per game, step or observation.
+See docs/metrics.md for the meaning of each.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]
+BATCH_BUCKETS = [1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+
+
+class LeagueMetrics:
+    """Lazily created metric objects (they must be made inside the Ray process that reports)."""
+
+    @cached_property
+    def _m(self):
+        from ray.util.metrics import Counter, Gauge, Histogram
+
+        return {
+            "env_steps": Counter("league_env_steps", "Environment steps played, by the learner's role", ("role",)),
+            "games": Counter("league_games", "Finished games by the learner's role and result (win/draw/loss)",
+                             ("role", "result")),
+            "snapshots": Counter("league_snapshots", "Snapshots added to the pool, by role", ("role",)),
+            "resets": Counter("league_exploiter_resets", "Learner resets after a snapshot, by role", ("role",)),
+            "updates": Counter("league_learner_updates", "PPO updates", ("role", "learner")),
+            "pool_size": Gauge("league_pool_size", "Frozen agents in the pool, by role", ("role",)),
+            "nash_entropy": Gauge("league_nash_entropy", "Entropy of the Nash mixture over the pool (nats)"),
+            "meta_exploitability": Gauge("league_meta_exploitability",
+                                         "Best pure deviation's gain against the Nash mixture (expected score)"),
+            "nash_weight": Gauge("league_nash_weight", "Nash weight of an agent (agents in or recently in the support)",
+                                 ("agent",)),
+            "nash_support": Gauge("league_nash_support_size", "Agents with positive Nash weight"),
+            "elo": Gauge("league_elo", "Elo rating of a learner (uniform random anchored at 1000)", ("learner", "role")),
+            "win_rate_vs_nash": Gauge("league_win_rate_vs_nash", "A learner's expected score against the Nash mixture",
+                                      ("learner", "role")),
+            "policy_version": Gauge("league_policy_version", "A learner's published policy version", ("learner", "role")),
+            "loss": Gauge("league_learner_loss", "Last PPO losses of a learner", ("learner", "kind")),
+            "diversity": Gauge("league_diversity_score", "Mean pairwise cosine distance of behaviour embeddings"),
+            "request_seconds": Histogram("league_coordinator_request_seconds", "Coordinator request latency",
+                                         LATENCY_BUCKETS, ("method",)),
+            "nash_solve_seconds": Histogram("league_nash_solve_seconds", "Time to re-solve the Nash", LATENCY_BUCKETS),
+            "inference_seconds": Histogram("league_opponent_inference_seconds",
+                                           "Latency of one opponent inference call", LATENCY_BUCKETS),
+            "batch_size": Histogram("league_opponent_batch_size", "Observations per opponent inference forward pass",
+                                    BATCH_BUCKETS),
+        }
+
+    def inc(self, name: str, value: float = 1.0, **tags) -> None:
+        if value > 0:
+            self._m[name].inc(value, tags=tags or None)
+
+    def set(self, name: str, value: float, **tags) -> None:
+        self._m[name].set(float(value), tags=tags or None)
+
+    def observe(self, name: str, value: float, **tags) -> None:
+        self._m[name].observe(float(value), tags=tags or None)
+
+
+def result_label(score: float) -> str:
+    return "win" if score > 0.5 else "loss" if score < 0.5 else "draw"

@@ -1,0 +1,639 @@
+"""A self-contained HTML report of a league, read from its SQLite store alone.
+
+    python -m monitoring.report --storage RUN_DIR [--out FILE]
+
+writes ``RUN_DIR/report.html`` (or ``FILE``): figures are PNGs drawn with
+matplotlib's Agg backend and embedded as base64, so the file opens anywhere
+without the run, a server or the network. It shows
+
+- the payoff heatmap of the current pool, ordered by Nash weight: the expected
+  score of the row agent against the column agent, (wins + draws/2) / games,
+  blank where the pair has not been measured;
+- the Nash weights over time (top agents by peak weight, the rest as "other")
+  and the Nash entropy;
+- the Elo of every learner over time, by role;
+- exploitability: the exact NashConv measurements the league recorded (kind
+  ``nash_conv``) and the meta-game exploitability of each solved Nash; for Kuhn
+  and Leduc poker the exact NashConv of the latest Nash mixture is computed now
+  (Lanctot et al. 2017; see ``policies.exploitability``);
+- the lineage: which learner produced which snapshot when, with resets and
+  evictions;
+- a summary: game, pool size by role, counters, learners, the Nash support.
+
+Numbers a program may want are also in a ``<script type="application/json"
+id="report-summary">`` block. A missing or unreadable store exits with code 2
+and one line on stderr. The store is only read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import html
+import io
+import json
+import logging
+import math
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+ROLE_ORDER = ("main_agent", "main_exploiter", "league_exploiter")
+ROLE_COLOR = {"main_agent": "#1f77b4", "main_exploiter": "#d62728", "league_exploiter": "#2ca02c"}
+ROLE_MARKER = {"main_agent": "o", "main_exploiter": "^", "league_exploiter": "s"}
+EXACT_GAMES = ("kuhn_poker", "leduc_poker")
+# Exact NashConv walks the whole game tree once per best response; on Leduc a
+# mixture's behavioural table costs one forward pass per member over 936 info
+# states per player, so cap the members to keep the report quick.
+EXACT_MAX_MEMBERS = {"kuhn_poker": None, "leduc_poker": 30}
+TOP_K_WEIGHTS = 8
+MAX_LABELLED_AGENTS = 40
+MAX_NASH_POINTS = 2000  # a days-long run re-solves the Nash tens of thousands of times
+
+
+@dataclass
+class ReportData:
+    """Everything the report shows, read from the store in one pass."""
+
+    run_dir: str
+    db_path: str
+    game: str | None
+    created_at: float | None
+    agents: list[dict[str, Any]]  # current pool, oldest first
+    removed: list[dict[str, Any]]  # evicted agents, with removed_at
+    payoff: list[tuple[str, str, float, float, float]]
+    nash: list[dict[str, Any]]
+    elo_history: list[tuple[float, str, str | None, float]]
+    learners: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    nash_conv: list[dict[str, Any]]
+    counters: dict[str, float]
+    exact: dict[str, Any] = field(default_factory=dict)  # NashConv of the latest mixture, or why not
+
+    @property
+    def latest_nash(self) -> dict[str, Any] | None:
+        return self.nash[-1] if self.nash else None
+
+    def t0(self) -> float:
+        """Start of the run's clock: the store's creation, else the earliest time seen."""
+        if self.created_at:
+            return float(self.created_at)
+        times = [a["created_at"] for a in self.agents + self.removed] + [e["time"] for e in self.events]
+        times += [n["solved_at"] for n in self.nash] + [r[0] for r in self.elo_history]
+        return min(times) if times else time.time()
+
+    def t1(self) -> float:
+        """Latest time seen in the store."""
+        times = [a["created_at"] for a in self.agents + self.removed] + [e["time"] for e in self.events]
+        times += [n["solved_at"] for n in self.nash] + [r[0] for r in self.elo_history]
+        times += [m["time"] for m in self.nash_conv]
+        return max(times) if times else self.t0()
+
+
+class ReportError(Exception):
+    """The store cannot be read; the CLI prints the message and exits with 2."""
+
+
+# -- reading ------------------------------------------------------------------
+def load(run_dir: str | Path) -> ReportData:
+    """Read everything the report needs from ``RUN_DIR/league.db``."""
+    from league.store import LeagueStore, StoreError
+
+    try:
+        store = LeagueStore(run_dir, create=False)
+    except StoreError as exc:
+        raise ReportError(str(exc)) from None
+    try:
+        with store:
+            game = store.get_meta("game")
+            if isinstance(game, dict):
+                game = game.get("name")
+            events = store.events()
+            current = store.agents()
+            live = {r.agent_id for r in current}
+            evicted_at = {e["agent_id"]: e["time"] for e in events if e["kind"] == "evict" and "agent_id" in e}
+            removed = [r for r in store.agents(include_removed=True) if r.agent_id not in live]
+            return ReportData(
+                run_dir=str(run_dir),
+                db_path=str(store.path),
+                game=game if isinstance(game, str) else None,
+                created_at=store.get_meta("created_at"),
+                agents=[_agent(r) for r in current],
+                removed=[{**_agent(r), "removed_at": evicted_at.get(r.agent_id, r.created_at)} for r in removed],
+                payoff=store.payoff_rows(),
+                nash=store.nash_history(),
+                elo_history=store.elo_history(),
+                learners=store.learners(),
+                events=events,
+                nash_conv=store.measurements("nash_conv"),
+                counters=store.counters(),
+            )
+    except (sqlite3.DatabaseError, ValueError, KeyError) as exc:
+        raise ReportError(f"{store.path} could not be read: {exc}") from None
+
+
+def _agent(record) -> dict[str, Any]:
+    return {"agent_id": record.agent_id, "role": record.agent_type.value, "learner_id": record.learner_id,
+            "created_at": record.created_at, "step": record.step}
+
+
+def payoff_matrix(data: ReportData, ids: list[str]) -> np.ndarray:
+    """Expected score of row vs column, (wins + draws/2) / games; NaN where unmeasured.
+
+    The store keeps one row per pair in one orientation. Should both orientations
+    be there, the one with more games wins: results between frozen agents never
+    decay, so their game count only grows and the larger row is the newer one.
+    """
+    index = {a: i for i, a in enumerate(ids)}
+    n = len(ids)
+    score = np.full((n, n), np.nan)
+    games = np.zeros((n, n))
+    for a, b, w, d, l in data.payoff:
+        i, j = index.get(a), index.get(b)
+        g = w + d + l
+        if i is None or j is None or i == j or g <= 0 or g < games[i, j]:
+            continue
+        score[i, j], score[j, i] = (w + d / 2) / g, (l + d / 2) / g
+        games[i, j] = games[j, i] = g
+    return score
+
+
+def nash_order(data: ReportData) -> tuple[list[str], dict[str, float]]:
+    """Current pool ids by decreasing latest Nash weight (ties: oldest first) and the weights."""
+    nash = data.latest_nash
+    weights = dict(zip(nash["ids"], nash["weights"])) if nash else {}
+    ids = [a["agent_id"] for a in data.agents]
+    ids.sort(key=lambda a: -weights.get(a, 0.0))  # stable: ties keep pool order
+    return ids, weights
+
+
+def nash_support(data: ReportData, eps: float = 1e-9) -> list[tuple[str, float]]:
+    nash = data.latest_nash
+    if not nash:
+        return []
+    return sorted(((a, float(w)) for a, w in zip(nash["ids"], nash["weights"]) if w > eps), key=lambda x: -x[1])
+
+
+def pool_by_role(data: ReportData) -> dict[str, int]:
+    counts = {role: 0 for role in ROLE_ORDER}
+    for a in data.agents:
+        counts[a["role"]] = counts.get(a["role"], 0) + 1
+    return counts
+
+
+def exact_nash_conv(data: ReportData) -> dict[str, Any]:
+    """NashConv of the latest Nash mixture, computed now, where the game allows it.
+
+    Returns ``{"nash_conv", "exploitability", "members", "seconds"}``, or
+    ``{"skipped": reason}``.
+    """
+    if data.game not in EXACT_GAMES:
+        return {"skipped": f"exact NashConv is computed for {' and '.join(EXACT_GAMES)} only (game: {data.game})"}
+    support = nash_support(data)
+    if not support:
+        return {"skipped": "no Nash mixture yet"}
+    cap = EXACT_MAX_MEMBERS[data.game]
+    if cap is not None and len(support) > cap:
+        return {"skipped": f"{len(support)} members in the Nash support; the report computes {data.game} "
+                           f"NashConv for at most {cap} (use python -m policies.exploitability --storage)"}
+    try:
+        from policies.exploitability import load_nash_mixture, nash_conv_of_mixture
+
+        start = time.perf_counter()
+        ids, models, weights = load_nash_mixture(data.run_dir)
+        out = nash_conv_of_mixture(data.game, models, weights)
+    except (ValueError, KeyError) as exc:
+        return {"skipped": f"could not compute: {exc}"}
+    seconds = time.perf_counter() - start
+    try:
+        from policies.exploitability import nash_conv_uniform
+
+        uniform = nash_conv_uniform(data.game)["nash_conv"]  # the reference line: 11/12 on Kuhn
+    except (ValueError, KeyError):
+        uniform = None
+    return {"nash_conv": out["nash_conv"], "exploitability": out["exploitability"], "members": len(ids),
+            "seconds": seconds, "uniform": uniform}
+
+
+# -- figures --------------------------------------------------------------------
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _no_data(ax, text: str = "no data yet") -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=13, color="0.4", transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _time_unit(span: float) -> tuple[float, str]:
+    if span < 180:
+        return 1.0, "s"
+    if span < 3 * 3600:
+        return 60.0, "min"
+    return 3600.0, "h"
+
+
+class _Clock:
+    """Maps store times to elapsed run time in a readable unit."""
+
+    def __init__(self, data: ReportData):
+        self.t0 = data.t0()
+        self.scale, self.unit = _time_unit(max(data.t1() - self.t0, 0.0))
+
+    def __call__(self, t):
+        return (np.asarray(t, dtype=float) - self.t0) / self.scale
+
+    @property
+    def label(self) -> str:
+        return f"time since start ({self.unit})"
+
+
+def fig_payoff(data: ReportData):
+    plt = _plt()
+    ids, weights = nash_order(data)
+    n = len(ids)
+    size = min(12.0, 4.0 + 0.18 * n)
+    fig, ax = plt.subplots(figsize=(size + 1.5, size))
+    score = payoff_matrix(data, ids) if n else np.zeros((0, 0))
+    if n == 0 or np.all(np.isnan(score)):
+        _no_data(ax, "no data yet" if n == 0 else "no measured pairs yet")
+        ax.set_title("Payoff: expected score of row vs column")
+        return fig, False
+    cmap = plt.get_cmap("RdBu").with_extremes(bad="white")
+    # centre the colours on 1/2 and stretch them to the largest deviation seen:
+    # a young league's payoffs sit near 1/2 and would all look white on [0, 1]
+    spread = min(0.5, max(0.05, math.ceil(np.nanmax(np.abs(score - 0.5)) * 20) / 20))
+    im = ax.imshow(np.ma.masked_invalid(score), cmap=cmap, vmin=0.5 - spread, vmax=0.5 + spread,
+                   interpolation="nearest")
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="expected score of row vs column")
+    support = sum(1 for a in ids if weights.get(a, 0.0) > 1e-9)
+    if 0 < support < n:
+        for line in (ax.axhline, ax.axvline):
+            line(support - 0.5, color="black", lw=1.2, ls="--")
+    if n <= MAX_LABELLED_AGENTS:
+        labels = [f"{a} ({weights[a]:.2f})" if weights.get(a, 0.0) > 1e-9 else a for a in ids]
+        ax.set_xticks(range(n), labels, rotation=90, fontsize=7)
+        ax.set_yticks(range(n), labels, fontsize=7)
+    else:
+        ax.set_xlabel("column agent (by Nash weight)")
+        ax.set_ylabel("row agent (by Nash weight)")
+    ax.set_title(f"Payoff over the pool: {n} agents by Nash weight\n"
+                 f"(wins + draws/2) / games; blank: unmeasured; dashed: end of the {support}-agent support",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig, True
+
+
+def fig_nash(data: ReportData):
+    plt = _plt()
+    fig, (ax_w, ax_h) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    clock = _Clock(data)
+    if not data.nash:
+        _no_data(ax_w)
+        _no_data(ax_h)
+        ax_w.set_title("Nash weights over time")
+        return fig, False
+    keep = np.unique(np.linspace(0, len(data.nash) - 1, min(len(data.nash), MAX_NASH_POINTS)).round().astype(int))
+    nash = [data.nash[k] for k in keep]
+    # top k by peak weight; ties (pure Nash solutions all peak at 1) go to the
+    # agent that holds more weight now, then to the one that held it longer
+    peak: dict[str, float] = {}
+    held: dict[str, float] = {}
+    for k, row in enumerate(nash):
+        until = nash[k + 1]["solved_at"] if k + 1 < len(nash) else data.t1()
+        for a, w in zip(row["ids"], row["weights"]):
+            peak[a] = max(peak.get(a, 0.0), float(w))
+            held[a] = held.get(a, 0.0) + float(w) * max(until - row["solved_at"], 0.0)
+    now = dict(zip(nash[-1]["ids"], nash[-1]["weights"]))
+    ranked = sorted(peak, key=lambda a: (-round(peak[a], 9), -now.get(a, 0.0), -held[a]))
+    top = [a for a in ranked if peak[a] > 1e-9][:TOP_K_WEIGHTS]
+    x = clock([row["solved_at"] for row in nash])
+    series = np.zeros((len(top) + 1, len(nash)))
+    for k, row in enumerate(nash):
+        w = dict(zip(row["ids"], row["weights"]))
+        for i, a in enumerate(top):
+            series[i, k] = w.get(a, 0.0)
+        series[-1, k] = max(0.0, sum(w.values()) - series[:-1, k].sum())
+    # extend the last solve to the end of the run so a single solve is still visible
+    end = max(float(clock(data.t1())), float(x[-1]) + 1e-3)
+    x = np.append(x, end)
+    series = np.concatenate([series, series[:, -1:]], axis=1)
+    labels = top + ["other"]
+    shown = [i for i in range(len(labels)) if series[i].max() > 0] or [0]
+    colors = [c for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 7]  # grey is for "other"
+    ax_w.stackplot(x, series[shown], labels=[labels[i] for i in shown], step="post",
+                   colors=[colors[i % len(colors)] if labels[i] != "other" else "0.75" for i in shown], alpha=0.9)
+    ax_w.set_ylim(0, 1)
+    ax_w.set_ylabel("Nash weight")
+    ax_w.set_title(f"Nash weights over time (top {len(top)} agents by peak weight)")
+    ax_w.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ent = [row["entropy"] for row in nash]
+    ax_h.step(x, ent + [ent[-1]], where="post", color="black")
+    ax_h.set_ylabel("entropy (nats)")
+    ax_h.set_xlabel(clock.label)
+    ax_h.set_title("Nash entropy")
+    fig.tight_layout()
+    return fig, True
+
+
+def fig_elo(data: ReportData):
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    ax.set_title("Elo of the learners")
+    if not data.elo_history:
+        _no_data(ax)
+        return fig, False
+    clock = _Clock(data)
+    by_agent: dict[str, list[tuple[float, float]]] = {}
+    role_of: dict[str, str | None] = {}
+    for t, agent, role, rating in data.elo_history:
+        by_agent.setdefault(agent, []).append((t, rating))
+        role_of[agent] = role
+    styles = ["-", "--", ":", "-."]
+    seen: dict[str | None, int] = {}
+    for agent in sorted(by_agent, key=lambda a: (ROLE_ORDER.index(role_of[a]) if role_of[a] in ROLE_ORDER else 9, a)):
+        role = role_of[agent]
+        k = seen[role] = seen.get(role, -1) + 1
+        pts = np.array(by_agent[agent])
+        ax.plot(clock(pts[:, 0]), pts[:, 1], color=ROLE_COLOR.get(role, "0.3"), ls=styles[k % len(styles)],
+                marker="." if len(pts) < 3 else None, label=f"{agent} ({role})")
+    ax.set_xlabel(clock.label)
+    ax.set_ylabel("Elo")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig, True
+
+
+def fig_exploitability(data: ReportData):
+    plt = _plt()
+    fig, (ax_nc, ax_meta) = plt.subplots(1, 2, figsize=(12, 4.2))
+    clock = _Clock(data)
+    has = False
+    exact = data.exact
+    if data.nash_conv or "nash_conv" in exact:
+        if data.nash_conv:
+            ax_nc.plot(clock([m["time"] for m in data.nash_conv]), [m["value"] for m in data.nash_conv],
+                       marker=".", color="#9467bd", label="recorded (measurements)")
+        if "nash_conv" in exact:
+            ax_nc.plot([float(clock(data.t1()))], [exact["nash_conv"]], marker="*", ms=14, ls="none",
+                       color="black", label=f"latest Nash mixture, now: {exact['nash_conv']:.4f}")
+        if exact.get("uniform") is not None:
+            ax_nc.axhline(exact["uniform"], color="0.5", ls="--", lw=1,
+                          label=f"uniform random: {exact['uniform']:.4f}")
+        ax_nc.set_xlim(0, max(float(clock(data.t1())), 1e-3) * 1.03)
+        shown = [m["value"] for m in data.nash_conv] + [exact.get("nash_conv") or 0.0, exact.get("uniform") or 0.0]
+        ax_nc.set_ylim(0, max(max(shown) * 1.25, 1e-3))  # headroom for the legend
+        ax_nc.set_xlabel(clock.label)
+        ax_nc.set_ylabel("NashConv")
+        ax_nc.grid(alpha=0.3)
+        ax_nc.legend(fontsize=8, loc="upper left")
+        has = True
+    else:
+        _no_data(ax_nc, "no exact NashConv for this run"
+                 + (f"\n({exact['skipped']})" if exact.get("skipped") else ""))
+        for t in ax_nc.texts:
+            t.set_fontsize(9)
+            t.set_wrap(True)
+    ax_nc.set_title(f"Exact NashConv of the Nash mixture ({data.game or 'game unknown'})")
+    if data.nash:
+        x = clock([row["solved_at"] for row in data.nash])
+        meta = [row["meta_exploitability"] for row in data.nash]
+        ax_meta.step(x, meta, where="post", color="#ff7f0e", marker="." if len(x) < 3 else None)
+        ax_meta.set_ylim(0, max(max(meta) * 1.1, 0.01))  # an LP's 1e-16 is zero, not a scale
+        ax_meta.set_xlabel(clock.label)
+        ax_meta.set_ylabel("best deviation gain (expected score)")
+        ax_meta.grid(alpha=0.3)
+        has = True
+    else:
+        _no_data(ax_meta)
+    ax_meta.set_title("Meta-game exploitability (within the pool)")
+    fig.tight_layout()
+    return fig, has
+
+
+def fig_lineage(data: ReportData):
+    plt = _plt()
+    learners = sorted({a["learner_id"] or "seed" for a in data.agents + data.removed}
+                      | {l["learner_id"] for l in data.learners},
+                      key=lambda l: (next((i for i, r in enumerate(ROLE_ORDER) if l.startswith(r)), 9), l))
+    fig, ax = plt.subplots(figsize=(11, 1.6 + 0.6 * max(len(learners), 2)))
+    ax.set_title("Lineage: snapshots by learner (filled: in the pool, hollow: evicted; "
+                 "| reset, x eviction, ring: Nash support)", fontsize=10)
+    if not data.agents and not data.removed:
+        _no_data(ax)
+        return fig, False
+    clock = _Clock(data)
+    y = {l: i for i, l in enumerate(learners)}
+    support = dict(nash_support(data))
+    row = lambda a: y[a["learner_id"] or "seed"]  # noqa: E731
+    roles = list(ROLE_ORDER) + sorted({a["role"] for a in data.agents + data.removed} - set(ROLE_ORDER))
+    for role in roles:
+        live = [a for a in data.agents if a["role"] == role]
+        gone = [a for a in data.removed if a["role"] == role]
+        color, marker = ROLE_COLOR.get(role, "0.3"), ROLE_MARKER.get(role, "D")
+        if live:
+            ax.scatter(clock([a["created_at"] for a in live]), [row(a) for a in live],
+                       color=color, marker=marker, s=36, zorder=3, label=f"{role} snapshot")
+        if gone:
+            ax.scatter(clock([a["created_at"] for a in gone]), [row(a) for a in gone], facecolors="none",
+                       edgecolors=color, marker=marker, s=36, zorder=3, label=None if live else f"{role} snapshot")
+            ax.hlines([row(a) for a in gone], clock([a["created_at"] for a in gone]),
+                      clock([a["removed_at"] for a in gone]), color=color, lw=0.6, alpha=0.4)
+            ax.scatter(clock([a["removed_at"] for a in gone]), [row(a) for a in gone],
+                       color=color, marker="x", s=20, alpha=0.7)
+    in_support = [a for a in data.agents if a["agent_id"] in support]
+    if in_support:
+        ax.scatter(clock([a["created_at"] for a in in_support]), [row(a) for a in in_support],
+                   s=[120 + 600 * support[a["agent_id"]] for a in in_support], facecolors="none",
+                   edgecolors="black", lw=1.2, zorder=4)
+    resets = [e for e in data.events if e["kind"] == "reset" and e.get("learner_id") in y]
+    if resets:
+        ax.scatter(clock([e["time"] for e in resets]), [y[e["learner_id"]] for e in resets], marker="|", s=260,
+                   color="black", lw=1.5, zorder=5, label=f"reset ({len(resets)})")
+    ax.set_yticks(range(len(learners)), learners)
+    ax.set_ylim(-0.7, len(learners) - 0.3)
+    ax.set_xlabel(clock.label)
+    ax.grid(axis="x", alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    if in_support:
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], ls="none", marker="o", ms=11, mfc="none", mec="black"))
+        labels.append("in the Nash support (size: weight)")
+    ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig, True
+
+
+FIGURES: dict[str, tuple[str, Callable]] = {
+    "payoff": ("Payoff heatmap", fig_payoff),
+    "nash": ("Nash mixture over time", fig_nash),
+    "elo": ("Elo curves", fig_elo),
+    "exploitability": ("Exploitability", fig_exploitability),
+    "lineage": ("Lineage", fig_lineage),
+}
+
+
+def _png(fig) -> str:
+    plt = _plt()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", pad_inches=0.15)  # long tick labels stay in
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+# -- HTML -----------------------------------------------------------------------
+def summary(data: ReportData) -> dict[str, Any]:
+    nash = data.latest_nash
+    elo_now: dict[str, float] = {}
+    for _, agent, _, rating in data.elo_history:
+        elo_now[agent] = rating
+    return {
+        "game": data.game,
+        "storage": data.db_path,
+        "pool_size": len(data.agents),
+        "pool_by_role": pool_by_role(data),
+        "evicted": len(data.removed),
+        "snapshots_total": len(data.agents) + len(data.removed),
+        "resets": sum(1 for e in data.events if e["kind"] == "reset"),
+        "counters": dict(sorted(data.counters.items())),
+        "learners": [{**{k: l[k] for k in ("learner_id", "role", "version", "step")},
+                      "snapshots": l["info"].get("snapshots"), "resets": l["info"].get("resets"),
+                      "elo": elo_now.get(l["learner_id"])} for l in data.learners],
+        "nash": None if nash is None else {
+            "solved_at": nash["solved_at"], "solves": len(data.nash), "method": nash["method"],
+            "entropy": nash["entropy"], "meta_exploitability": nash["meta_exploitability"],
+            "support": dict(nash_support(data)),
+        },
+        "exact": data.exact,
+    }
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        if math.isfinite(x) and x == int(x) and abs(x) < 1e15:
+            return f"{int(x):,}"
+        return f"{x:.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return str(x)
+
+
+def _when(t: float | None) -> str:
+    return "–" if not t else dt.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    return "<table class='kv'>" + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
+
+
+def render_html(data: ReportData, figures: dict[str, tuple[str, bool]]) -> str:
+    s = summary(data)
+    e = html.escape
+    rows = [("game", e(str(data.game))), ("store", e(data.db_path)),
+            ("started", e(_when(data.created_at))), ("last activity", e(_when(data.t1()))),
+            ("pool size", f"<span id='pool-size'>{s['pool_size']}</span> ("
+             + ", ".join(f"{e(r)}: <span id='pool-{e(r)}'>{c}</span>" for r, c in s["pool_by_role"].items()) + ")"),
+            ("snapshots taken / evicted", f"{s['snapshots_total']} / {s['evicted']}"),
+            ("learner resets", str(s["resets"]))]
+    rows += [(e(name), f"<span id='counter-{e(name)}'>{_fmt(v)}</span>") for name, v in s["counters"].items()]
+    nash = s["nash"]
+    if nash:
+        rows += [("Nash solved", f"{e(_when(nash['solved_at']))} ({nash['solves']} solves, {e(nash['method'])})"),
+                 ("Nash entropy", f"{nash['entropy']:.4f} nats"),
+                 ("meta-exploitability", f"{nash['meta_exploitability']:.4g}"),
+                 ("Nash support size", f"<span id='support-size'>{len(nash['support'])}</span>")]
+    else:
+        rows.append(("Nash", "not solved yet"))
+    exact = data.exact
+    if "nash_conv" in exact:
+        rows.append(("NashConv of the latest Nash mixture (exact, now)",
+                     f"<span id='nash-conv'>{exact['nash_conv']:.6f}</span> (exploitability "
+                     f"{exact['exploitability']:.6f}; {exact['members']} members, {exact['seconds']:.1f} s)"))
+    else:
+        rows.append(("NashConv (exact)", e(exact.get("skipped", "not computed"))))
+    support_rows = "".join(f"<tr><td>{e(a)}</td><td>{w:.4f}</td></tr>" for a, w in (nash or {}).get("support", {}).items())
+    learner_rows = "".join(
+        "<tr>" + "".join(f"<td>{e(_fmt(l[k]))}</td>" for k in ("learner_id", "role", "version", "step", "snapshots",
+                                                               "resets", "elo")) + "</tr>"
+        for l in s["learners"])
+    body = [f"<h1>nash-league report: {e(str(data.game))}</h1>",
+            f"<p class='muted'>{e(data.run_dir)} · generated {e(_when(time.time()))}</p>",
+            "<h2 id='summary'>Summary</h2>", _table(rows)]
+    if learner_rows:
+        body += ["<h3>Learners</h3><table class='grid'><tr><th>learner</th><th>role</th><th>version</th>"
+                 "<th>step</th><th>snapshots</th><th>resets</th><th>Elo</th></tr>", learner_rows, "</table>"]
+    if support_rows:
+        body += ["<h3>Current Nash support</h3><table class='grid' id='nash-support'><tr><th>agent</th>"
+                 "<th>weight</th></tr>", support_rows, "</table>"]
+    for key, (title, _) in FIGURES.items():
+        png, has_data = figures[key]
+        body.append(f"<h2>{e(title)}</h2><img id='fig-{key}' data-has-data='{str(has_data).lower()}' "
+                    f"alt='{e(title)}' src='data:image/png;base64,{png}'>")
+    payload = json.dumps(s, default=float).replace("</", "<\\/")
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>nash-league report: {e(str(data.game))}</title><style>"
+        "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
+        "table{border-collapse:collapse;margin:.5em 0}th,td{padding:2px 10px;text-align:left;"
+        "border-bottom:1px solid #ddd;font-size:14px}table.kv th{font-weight:600;color:#444}"
+        "img{max-width:100%;border:1px solid #eee;margin:.5em 0}.muted{color:#777}"
+        "</style></head><body>\n" + "\n".join(body)
+        + f"\n<script type='application/json' id='report-summary'>{payload}</script>\n</body></html>\n"
+    )
+
+
+def build_report(run_dir: str | Path, out: str | Path | None = None, exact: bool = True) -> Path:
+    """Read the store in ``run_dir``, draw the figures, write the HTML; returns its path."""
+    data = load(run_dir)
+    data.exact = exact_nash_conv(data) if exact else {"skipped": "not asked for (--no-exact)"}
+    if "skipped" in data.exact:
+        log.info("exact NashConv not computed: %s", data.exact["skipped"])
+    figures = {}
+    for key, (_, draw) in FIGURES.items():
+        fig, has_data = draw(data)
+        figures[key] = (_png(fig), has_data)
+    out = Path(out) if out is not None else Path(run_dir) / "report.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(render_html(data, figures), encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m monitoring.report",
+                                     description="Write a self-contained HTML report of a league run.")
+    parser.add_argument("--storage", required=True, metavar="RUN_DIR", help="the run's storage folder (or its league.db)")
+    parser.add_argument("--out", metavar="FILE", help="where to write the HTML (default RUN_DIR/report.html)")
+    parser.add_argument("--no-exact", action="store_true", help="skip computing the exact NashConv now")
+    args = parser.parse_args(argv)
+    default_out = Path(args.storage).parent if Path(args.storage).suffix == ".db" else Path(args.storage)
+    try:
+        out = build_report(args.storage, args.out or default_out / "report.html", exact=not args.no_exact)
+    except ReportError as exc:
+        print(f"monitoring.report: error: {exc}", file=sys.stderr)
+        return 2
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
