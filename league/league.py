@@ -186,10 +186,15 @@ class League:
             self.counters[key] = self.counters.get(key, 0.0) + value
         self.results_since_solve += len(frozen)  # only frozen pairs enter the meta-game
         if self.store is not None:
-            rows = [(a, b, *self.payoff.counts(a, b)) for a, b in changed]
+            rows = [self._payoff_row(a, b) for a, b in changed]
             elo_rows = [(a, self.elo.ratings[a], self.elo.games[a]) for a in moved]
             self.store.record_results(source, seq, [asdict(r) for r in results], rows, elo_rows, counted)
         return True
+
+    def _payoff_row(self, a: str, b: str) -> tuple[str, str, float, float, float]:
+        """A pair's counts in the store's one orientation (a < b)."""
+        a, b = min(a, b), max(a, b)
+        return (a, b, *self.payoff.counts(a, b))
 
     def record_exact(self, a: str, b: str, score: float, weight: float = 1e6) -> None:
         """Set a frozen pair's payoff to an exactly computed expected score."""
@@ -198,7 +203,7 @@ class League:
         self.payoff.set_counts(a, b, weight * score, 0.0, weight * (1.0 - score))
         self.results_since_solve += 1
         if self.store is not None:
-            self.store.record_results(f"exact:{a}:{b}", 0, [], [(a, b, *self.payoff.counts(a, b))], [], {})
+            self.store.record_results(f"exact:{a}:{b}", 0, [], [self._payoff_row(a, b)], [], {})
 
     # -- learners: progress, snapshots, resets -----------------------------------
     def learner_progress(self, learner_id: str, version: int, step: int) -> dict[str, Any]:
@@ -234,7 +239,8 @@ class League:
             st.resets += 1
             st.parent_id = self.cfg.role(st.role).reset_to
         if self.store is not None:
-            self.store.add_agent(record, blob, evicted=[r.agent_id for r in evicted])
+            self.store.add_agent(record, blob, evicted=[r.agent_id for r in evicted],
+                                 clear_payoff=[learner_id] if reset else [])
             self.store.save_learner(learner_id, st.role.value, st.version, st.step, None, st.info())
             if reset:
                 self.store.add_event("reset", {"learner_id": learner_id, "after": record.agent_id})

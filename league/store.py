@@ -145,8 +145,10 @@ class LeagueStore:
         return dict(self._query("SELECT name, value FROM counters"))
 
     # -- agents and snapshots ------------------------------------------------
-    def add_agent(self, record: AgentRecord, blob: bytes | None, evicted: Iterable[str] = ()) -> None:
-        """Insert a snapshot (record + weights) and mark evicted agents removed, atomically."""
+    def add_agent(self, record: AgentRecord, blob: bytes | None, evicted: Iterable[str] = (),
+                  clear_payoff: Iterable[str] = ()) -> None:
+        """Insert a snapshot (record + weights), mark evicted agents removed and
+        forget the payoff rows of ``clear_payoff`` (a learner that resets), atomically."""
         with self.transaction() as db:
             seq = db.execute("SELECT coalesce(max(seq), 0) + 1 FROM agents").fetchone()[0]
             db.execute(
@@ -160,6 +162,8 @@ class LeagueStore:
                                          "agent_type": record.agent_type.value, "parent_id": record.parent_id,
                                          "step": record.step})
             self._remove(db, evicted)
+            for agent_id in clear_payoff:
+                db.execute("DELETE FROM payoff WHERE a = ? OR b = ?", (agent_id, agent_id))
 
     def remove_agents(self, agent_ids: Iterable[str]) -> None:
         with self.transaction() as db:
@@ -218,6 +222,7 @@ class LeagueStore:
             return True
 
     def payoff_rows(self) -> list[tuple[str, str, float, float, float]]:
+        """Decayed counts from ``a``'s side; each unordered pair once (a < b)."""
         return self._query("SELECT a, b, wins, draws, losses FROM payoff")
 
     def elo_rows(self) -> list[tuple[str, float, int]]:

@@ -53,6 +53,10 @@ def test_main_exploiter_snapshots_on_beating_the_main_agent_and_always_resets(cf
     # a reset learner starts with a clean payoff record
     assert league.payoff.games("main_exploiter-0", "main_agent-0") == 0
     assert league.store.events("reset")[0]["after"] == record.agent_id
+    # ... also after a restart: the store forgot the reset learner's rows
+    again = League(league.cfg, league.store)
+    assert again.payoff.games("main_exploiter-0", "main_agent-0") == 0
+    assert all(a < b for a, b, *_ in league.store.payoff_rows())  # one orientation per pair
 
 
 def test_nash_rests_on_measured_pairs_only(cfg):
