@@ -21,9 +21,27 @@ import ray
 from league.config import Config
 from league.league import League, NashState, Result
 from league.nash import meta_exploitability, nash_entropy
+from league.diversity import DiversityTracker, TrajectoryBatch
 from league.store import LeagueStore
+from monitoring.metrics import LeagueMetrics, result_label
 
 log = logging.getLogger(__name__)
+
+
+def timed(fn):
+    """Record the latency of a coordinator method under its name."""
+    name = fn.__name__
+
+    async def wrapper(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return await fn(self, *args, **kwargs)
+        finally:
+            self.metrics.observe("request_seconds", time.perf_counter() - start, method=name)
+
+    wrapper.__name__ = name
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
 
 
 class LeagueCoordinatorImpl:
@@ -45,6 +63,10 @@ class LeagueCoordinatorImpl:
         self._solving = False
         self._stopped = False
         self._loop_task = None
+        self.metrics = LeagueMetrics()
+        self.diversity = DiversityTracker()
+        self._weighted: set[str] = set()
+        self._export_state()
 
     def _seed_pool(self, paths: list[str]) -> None:
         from policies.snapshot import policy_from_bytes  # validates the file before it enters the pool
@@ -87,38 +109,97 @@ class LeagueCoordinatorImpl:
                               meta_exploitability=float(meta_exploitability(matrix - 0.5, w)), solved_at=time.time(),
                               pool_version=pool_version, solve_seconds=seconds, method=solution.method)
             self.league.set_nash(state)
+            self.metrics.observe("nash_solve_seconds", seconds)
+            self._export_state()
             return self._nash_dict(state)
         finally:
             self._solving = False
 
     # -- rollout workers -------------------------------------------------------
+    @timed
     async def next_matches(self, learner_id: str, n: int) -> list[tuple[str, bool, str]]:
         self._ensure_loop()
         return [(m.opponent_id, m.live, m.branch) for m in self.league.next_matches(learner_id, n)]
 
-    async def report_results(self, source: str, seq: int, results: list[tuple[str, str, float]], env_steps: int) -> bool:
-        """Commit a batch of (a, b, score) results; True once stored (also when a retry)."""
+    @timed
+    async def report_results(self, source: str, seq: int, results: list[tuple[str, str, float]], env_steps: int,
+                             action_counts: dict[str, list[float]] | None = None) -> bool:
+        """Commit a batch of (a, b, score) results; True once stored (also when a retry).
+
+        ``action_counts``: per learner, a histogram of its actions since the last
+        batch (behaviour embedding for the diversity score)."""
         self._ensure_loop()
         batch = []
         for item in results:
             a, b, score = item
             batch.append(Result(str(a), str(b), float(score)))
-        self.league.report_results(str(source), int(seq), batch, int(env_steps))
+        fresh = self.league.report_results(str(source), int(seq), batch, int(env_steps))
+        if fresh:
+            self._count(batch, int(env_steps))
+            for learner_id, counts in (action_counts or {}).items():
+                if learner_id in self.league.learners and sum(counts) > 0:
+                    actions = np.repeat(np.arange(len(counts)), np.asarray(counts, dtype=np.int64))
+                    self.diversity.update(learner_id, TrajectoryBatch(actions=actions, num_actions=len(counts)))
         return True
 
+    def _role(self, agent_id: str) -> str:
+        st = self.league.learners.get(agent_id)
+        return st.role.value if st is not None else "evaluator"
+
+    def _count(self, batch: list[Result], env_steps: int) -> None:
+        counts: dict[tuple[str, str], int] = {}
+        for r in batch:
+            key = (self._role(r.a), result_label(r.score))
+            counts[key] = counts.get(key, 0) + 1
+        for (role, result), n in counts.items():
+            self.metrics.inc("games", n, role=role, result=result)
+        if batch:
+            self.metrics.inc("env_steps", env_steps, role=self._role(batch[0].a))
+
+    def _export_state(self) -> None:
+        """Gauges that describe the league now (after a Nash solve or a snapshot)."""
+        m, league = self.metrics, self.league
+        for role, n in league.pool.counts_by_type().items():
+            m.set("pool_size", n, role=role)
+        support = league.nash.support()
+        m.set("nash_entropy", abs(league.nash.entropy))
+        m.set("meta_exploitability", league.nash.meta_exploitability)
+        m.set("nash_support", len(support))
+        for agent in self._weighted - set(support):
+            m.set("nash_weight", 0.0, agent=agent)
+        for agent, w in support.items():
+            m.set("nash_weight", w, agent=agent)
+        self._weighted = set(support)
+        for learner_id, st in league.learners.items():
+            m.set("elo", league.elo.rating(learner_id), learner=learner_id, role=st.role.value)
+            m.set("policy_version", st.version, learner=learner_id, role=st.role.value)
+            rate = league.win_rate_vs_nash(learner_id)
+            if rate is not None:
+                m.set("win_rate_vs_nash", rate, learner=learner_id, role=st.role.value)
+        if len(self.diversity.agent_ids) >= 2:
+            m.set("diversity", self.diversity.diversity_score())
+
+    @timed
     async def get_snapshot(self, agent_id: str) -> bytes:
         return self.store.snapshot_blob(agent_id)
 
     # -- learners ----------------------------------------------------------------
+    @timed
     async def learner_progress(self, learner_id: str, version: int, step: int) -> dict[str, Any]:
         self._ensure_loop()
         return self.league.learner_progress(learner_id, version, step)
 
+    @timed
     async def add_snapshot(self, learner_id: str, blob: bytes, step: int, metadata: dict | None = None) -> dict[str, Any]:
         record, reset = self.league.add_snapshot(learner_id, blob, step, metadata)
+        self.metrics.inc("snapshots", role=record.agent_type.value)
+        if reset:
+            self.metrics.inc("resets", role=record.agent_type.value)
+        self._export_state()
         reset_to = self.cfg.role(record.agent_type).reset_to if reset else None
         return {"agent_id": record.agent_id, "reset": reset, "reset_to": reset_to}
 
+    @timed
     async def save_checkpoint(self, learner_id: str, version: int, step: int, state: bytes) -> bool:
         self.league.save_checkpoint(learner_id, version, step, state)
         return True
@@ -127,20 +208,24 @@ class LeagueCoordinatorImpl:
         return self.league.load_checkpoint(learner_id)
 
     # -- evaluators -----------------------------------------------------------
+    @timed
     async def evaluation_pairs(self, n: int) -> list[tuple[str, str]]:
         return self.league.evaluation_pairs(n)
 
+    @timed
     async def record_exact(self, pairs: list[tuple[str, str, float]]) -> bool:
         for a, b, score in pairs:
             self.league.record_exact(a, b, float(score))
         return True
 
     # -- reading -------------------------------------------------------------------
+    @timed
     async def status(self) -> dict[str, Any]:
         self._ensure_loop()
         s = self.league.status()
         s["uptime_s"] = time.time() - self.started
         s["game"] = self.cfg.game.name
+        s["diversity_score"] = self.diversity.diversity_score() if len(self.diversity.agent_ids) >= 2 else None
         return s
 
     async def nash(self) -> dict[str, Any]:

@@ -73,6 +73,9 @@ class League:
         ns = cfg.ray.namespace
         self.coordinator = LeagueCoordinator.options(name=cfg.ray.coordinator_name, namespace=ns).remote(cfg)
         ray.get(self.coordinator.ping.remote())
+        self.apps: list[str] = []
+        if cfg.serve.api or cfg.rollout.opponent_inference == "serve":
+            self._start_serve(cfg, info)
         roles = learner_ids(cfg)
         self.learners = {
             lid: Learner.options(name=f"learner:{lid}", namespace=ns).remote(
@@ -92,6 +95,23 @@ class League:
             for i in range(cfg.evaluator.count)
         }
         self.runs: dict[str, Any] = {}
+
+    def _start_serve(self, cfg, info) -> None:
+        from ray import serve
+
+        from serve.api import APP_NAME as API_APP, deploy_api
+        from serve.opponents import APP_NAME as OPPONENTS_APP, deploy_opponents
+
+        # HTTP options are fixed until serve.shutdown(): set them before the first app.
+        serve.start(http_options={"host": cfg.serve.host, "port": cfg.serve.port})
+        if cfg.rollout.opponent_inference == "serve":
+            deploy_opponents(cfg)
+            self.apps.append(OPPONENTS_APP)
+        if cfg.serve.api:
+            deploy_api(cfg, info.obs_size, info.num_actions)
+            self.apps.append(API_APP)
+            print(f"nash-league: HTTP API on http://{cfg.serve.host}:{cfg.serve.port} (GET /nash, POST /nash/act, "
+                  "/status, /pool, /payoff; schema at /docs)", flush=True)
 
     def supervise(self) -> None:
         """(Re)start the run loop of every worker and evaluator whose loop is not running."""
@@ -130,7 +150,13 @@ class League:
                 ray.get(learner.flush.remote(), timeout=120)
             except ray.exceptions.RayError as exc:
                 log.warning("learner %s did not flush: %s", lid, exc)
-        return ray.get(self.coordinator.flush.remote(), timeout=120)
+        final = ray.get(self.coordinator.flush.remote(), timeout=120)
+        if self.apps:
+            from ray import serve
+
+            for app in reversed(self.apps):  # Serve apps are detached: they outlive the driver
+                serve.delete(app)
+        return final
 
 
 def progress_line(status: dict[str, Any], steps_per_s: float, elapsed: float) -> str:
@@ -142,7 +168,7 @@ def progress_line(status: dict[str, Any], steps_per_s: float, elapsed: float) ->
         for lid, l in mains)
     return (f"[{elapsed:7.0f}s] {steps_per_s:9.0f} env steps/s | games {status['games']:.0f} | pool "
             f"{status['pool_size']} (main {by_role['main_agent']}, mx {by_role['main_exploiter']}, "
-            f"lx {by_role['league_exploiter']}) | nash H {status['nash_entropy']:.2f} "
+            f"lx {by_role['league_exploiter']}) | nash H {abs(status['nash_entropy']):.2f} "
             f"support {status['nash_support']} | {main_txt}")
 
 
@@ -163,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     if in_cluster:
         ray.init(address=cfg.ray.address or os.environ.get("RAY_ADDRESS"), namespace=cfg.ray.namespace)
     else:
-        ray.init(address="local", namespace=cfg.ray.namespace, include_dashboard=False,
+        ray.init(address="local", namespace=cfg.ray.namespace, include_dashboard=False, _node_ip_address="127.0.0.1",
                  num_cpus=cfg.ray.num_cpus or max(8, 4 * (os.cpu_count() or 2)), log_to_driver=False)
     print(f"nash-league: {cfg.game.name} league, storage {cfg.run.storage}", flush=True)
     stop = {"flag": False}

@@ -19,6 +19,7 @@ import ray
 import torch
 
 from league.config import Config, ConfigError, from_dict
+from monitoring.metrics import LeagueMetrics
 from policies.net import ActorCritic, PolicySpec
 from policies.ppo import PPOConfig, make_optimizer, ppo_update
 from policies.rollout import Rollout
@@ -61,6 +62,7 @@ class LearnerImpl:
         self.buffered = 0
         self.last_stats: dict[str, float] = {}
         self._lock = threading.Lock()
+        self.metrics = LeagueMetrics()
         checkpoint = ray.get(coordinator.load_checkpoint.remote(learner_id))
         if checkpoint and checkpoint.get("state"):
             self.model, self.optimizer, extra = learner_state_from_bytes(
@@ -100,6 +102,10 @@ class LearnerImpl:
         data = Rollout.concat(self.buffer)
         self.buffer, self.buffered = [], 0
         self.last_stats = ppo_update(self.model, self.optimizer, data, self.ppo)
+        self.metrics.inc("updates", role=self.role, learner=self.learner_id)
+        for kind in ("policy", "value"):
+            self.metrics.set("loss", self.last_stats[f"{kind}_loss"], learner=self.learner_id, kind=kind)
+        self.metrics.set("loss", self.last_stats["entropy"], learner=self.learner_id, kind="entropy")
         self.version += 1
         self.updates += 1
         self.step += len(data)

@@ -73,6 +73,26 @@ class EpisodeRecorder:
                        rewards=rewards, dones=last)
 
 
+class Lane:
+    """A sub-vector of environments with its own assignments.
+
+    The worker alternates between lanes: while one lane's opponent requests
+    are in flight (served inference), it steps another.
+    """
+
+    def __init__(self, game, rng: np.random.Generator):
+        E = game.num_envs
+        self.game = game
+        self.seat = rng.integers(0, 2, size=E)
+        self.episode = np.zeros(E, dtype=np.int64)
+        self.decisions = np.zeros(E, dtype=np.int64)
+        self.opp = np.empty(E, dtype=object)
+        self.opp_live = np.zeros(E, dtype=bool)
+        self.actions = np.full((E, 2), NO_ACTION, dtype=np.int64)
+        self.pending = None  # opponent inference in flight
+        self.targets: list[tuple[np.ndarray, int]] = []  # env rows and seat of each pending group
+
+
 class RolloutWorkerImpl:
     def __init__(self, worker_id: str, learner_id: str, cfg: Config, coordinator, learners: dict[str, Any],
                  seed: int = 0, opponents=None):
@@ -83,25 +103,36 @@ class RolloutWorkerImpl:
         self.coordinator = coordinator
         self.learners = learners  # learner id -> actor handle (for live opponents)
         self.rng = np.random.default_rng(seed)
-        self.game = make_game(cfg.game.name, cfg.rollout.envs_per_worker, seed=seed, **cfg.game.params)
-        self.lo, self.hi = utility_range(self.game)
-        self.opponents = opponents or InProcessOpponents(
-            lambda a: ray.get(coordinator.get_snapshot.remote(a)), capacity=64, seed=seed)
+        served = cfg.rollout.opponent_inference == "serve"
+        n_lanes = 2 if served else 1
+        per_lane = max(1, cfg.rollout.envs_per_worker // n_lanes)
+        self.lanes = [Lane(make_game(cfg.game.name, per_lane, seed=seed * 7 + i, **cfg.game.params), self.rng)
+                      for i in range(n_lanes)]
+        self.num_actions = self.lanes[0].game.num_actions
+        self.lo, self.hi = utility_range(self.lanes[0].game)
+        if opponents is not None:
+            self.opponents = opponents
+        elif served:
+            from serve.opponents import ServedOpponents
+
+            self.opponents = ServedOpponents()
+        else:
+            self.opponents = InProcessOpponents(lambda a: ray.get(coordinator.get_snapshot.remote(a)), capacity=64,
+                                                seed=seed)
         self.live: dict[str, tuple[int, Any]] = {}  # learner id -> (version, model)
         self._stop = threading.Event()
         # A restarted worker must not reuse sequence numbers of its past life.
         self.seq = int(time.time() * 1000) * 1000
         self.stats = {"env_steps": 0, "episodes": 0, "submitted": 0}
+        self._pending_refresh: list = []
 
     # -- weights -------------------------------------------------------------
     def _refresh(self, learner_id: str, block: bool) -> None:
         version = self.live.get(learner_id, (-1, None))[0]
         ref = self.learners[learner_id].get_weights.remote(version)
         if not block:
-            ready, _ = ray.wait([ref], timeout=0.05)
-            if not ready:
-                self._pending_refresh.append((learner_id, ref))
-                return
+            self._pending_refresh.append((learner_id, ref))
+            return
         self._apply_weights(learner_id, ray.get(ref))
 
     def _apply_weights(self, learner_id: str, reply) -> None:
@@ -130,116 +161,137 @@ class RolloutWorkerImpl:
     def get_stats(self) -> dict[str, Any]:
         return dict(self.stats)
 
+    # -- assignments -------------------------------------------------------------
+    def _next_match(self) -> tuple[str, bool]:
+        if len(self._queue) < self._want // 2 + 1 and self._pending_matches is None:
+            self._pending_matches = self.coordinator.next_matches.remote(self.learner_id, self._want)
+        if not self._queue:
+            self._take_matches(block=True)
+        return self._queue.pop()
+
+    def _take_matches(self, block: bool) -> None:
+        if self._pending_matches is None:
+            return
+        if not block and not ray.wait([self._pending_matches], timeout=0)[0]:
+            return
+        self._queue.extend((o, live) for o, live, _ in ray.get(self._pending_matches))
+        self._pending_matches = None
+
     # -- the loop ------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         cfg = self.cfg.rollout
-        game, E = self.game, self.game.num_envs
-        self._pending_refresh: list = []
+        self._pending_refresh = []
         self._refresh(self.learner_id, block=True)
-        queue: list[tuple[str, bool]] = []
-        pending_matches = None
-
-        def next_match() -> tuple[str, bool]:
-            nonlocal pending_matches
-            if len(queue) < E // 2 + 1 and pending_matches is None:
-                pending_matches = self.coordinator.next_matches.remote(self.learner_id, max(E, cfg.matches_per_request))
-            if not queue:
-                queue.extend((o, live) for o, live, _ in ray.get(pending_matches))
-                pending_matches = None
-            return queue.pop()
-
-        opp = np.empty(E, dtype=object)
-        opp_live = np.zeros(E, dtype=bool)
-        for e in range(E):
-            opp[e], opp_live[e] = next_match()
-        seat = self.rng.integers(0, 2, size=E)
-        episode = np.arange(E, dtype=np.int64)
-        next_episode = E
-        decisions = np.zeros(E, dtype=np.int64)
-        recorder = EpisodeRecorder()
-        results: list[tuple[str, str, float]] = []
+        self._queue: list[tuple[str, bool]] = []
+        self._pending_matches = None
+        self._want = max(sum(l.game.num_envs for l in self.lanes), cfg.matches_per_request)
+        self._next_episode = 0
+        for lane in self.lanes:
+            for e in range(lane.game.num_envs):
+                lane.opp[e], lane.opp_live[e] = self._next_match()
+                lane.episode[e] = self._next_episode
+                self._next_episode += 1
+            lane.decisions[:] = 0
+            lane.pending = None
+        self._recorder = EpisodeRecorder()
+        self._results: list[tuple[str, str, float]] = []
+        self._action_counts = np.zeros(self.num_actions)
+        self._env_steps = 0
         inflight: list = []
         report_ref = None
-        env_steps_unreported = 0
         last_report = time.time()
         submit_every = max(64, cfg.steps_per_batch // max(1, cfg.workers_per_learner))
 
         while not self._stop.is_set():
-            if pending_matches is not None:
-                ready, _ = ray.wait([pending_matches], timeout=0)
-                if ready:
-                    queue.extend((o, live) for o, live, _ in ray.get(pending_matches))
-                    pending_matches = None
+            self._take_matches(block=False)
             self._poll_refreshes()
-            movers = game.movers()
-            actions = np.full((E, 2), NO_ACTION, dtype=np.int64)
-            for s in (0, 1):
-                acting = movers[:, s]
-                mine = np.flatnonzero(acting & (seat == s))
-                theirs = np.flatnonzero(acting & (seat != s))
-                if mine.size:
-                    obs, mask = game.observe(s, mine)
-                    a, logp, v = self.live[self.learner_id][1].act(obs, mask, generator=self.rng)
-                    actions[mine, s] = a
-                    recorder.add(episode[mine], obs, mask, a, logp, v)
-                    decisions[mine] += 1
-                if theirs.size:
-                    obs, mask = game.observe(s, theirs)
-                    self._opponent_actions(theirs, obs, mask, opp, opp_live, actions, s)
-            result = game.step(actions)
-            env_steps_unreported += E
-            self.stats["env_steps"] += E
-            for e in np.flatnonzero(result.done).tolist():
-                score0 = float(score_from_returns(result.returns[e], self.lo, self.hi))
-                score = score0 if seat[e] == 0 else 1.0 - score0
-                results.append((self.learner_id, str(opp[e]), score))
-                if decisions[e]:
-                    recorder.finish(int(episode[e]), float(result.returns[e, seat[e]]), int(decisions[e]))
-                decisions[e] = 0
-                episode[e] = next_episode
-                next_episode += 1
-                seat[e] = self.rng.integers(0, 2)
-                opp[e], opp_live[e] = next_match()
-                self.stats["episodes"] += 1
-            if recorder.steps >= submit_every:
-                inflight = self._submit(recorder.take(), inflight, cfg.max_inflight_batches)
-            if len(results) >= cfg.results_batch_size or (results and time.time() - last_report > 2.0):
-                report_ref = self._report(results, env_steps_unreported, report_ref)
-                results, env_steps_unreported, last_report = [], 0, time.time()
+            for lane in self.lanes:
+                if lane.pending is not None:
+                    self._finish(lane)
+                self._prepare(lane)
+            if self._recorder.steps >= submit_every:
+                inflight = self._submit(self._recorder.take(), inflight, cfg.max_inflight_batches)
+            if len(self._results) >= cfg.results_batch_size or (self._results and time.time() - last_report > 2.0):
+                report_ref = self._report(report_ref)
+                last_report = time.time()
+        for lane in self.lanes:
+            if lane.pending is not None:
+                self._finish(lane)
         # flush: everything finished reaches the coordinator before run() returns
-        report_ref = self._report(results, env_steps_unreported, report_ref)
+        report_ref = self._report(report_ref)
         if report_ref is not None:
             ray.get(report_ref)
         ray.get(inflight)
         return self.get_stats()
 
-    def _opponent_actions(self, envs, obs, mask, opp, opp_live, actions, seat) -> None:
-        ids = opp[envs]
-        live = opp_live[envs]
-        frozen_groups, frozen_rows = [], []
-        for agent_id in np.unique(ids).tolist():
-            rows = np.flatnonzero(ids == agent_id)
-            if live[rows[0]]:
-                if agent_id not in self.live:
-                    self._refresh(agent_id, block=True)
-                elif agent_id != self.learner_id and self.rng.random() < 0.01:
-                    self._refresh(agent_id, block=False)
-                a, _, _ = self.live[agent_id][1].act(obs[rows], mask[rows], generator=self.rng)
-                actions[envs[rows], seat] = a
-            else:
-                frozen_groups.append((agent_id, obs[rows], mask[rows]))
-                frozen_rows.append(rows)
-        if frozen_groups:
-            for rows, a in zip(frozen_rows, self.opponents.act(frozen_groups)):
-                actions[envs[rows], seat] = a
+    def _prepare(self, lane: Lane) -> None:
+        """Choose the learner's actions and send the opponents' requests of one lane."""
+        game = lane.game
+        movers = game.movers()
+        lane.actions = np.full((game.num_envs, 2), NO_ACTION, dtype=np.int64)
+        groups, targets = [], []
+        for s in (0, 1):
+            acting = movers[:, s]
+            mine = np.flatnonzero(acting & (lane.seat == s))
+            theirs = np.flatnonzero(acting & (lane.seat != s))
+            if mine.size:
+                obs, mask = game.observe(s, mine)
+                a, logp, v = self.live[self.learner_id][1].act(obs, mask, generator=self.rng)
+                lane.actions[mine, s] = a
+                self._recorder.add(lane.episode[mine] , obs, mask, a, logp, v)
+                self._action_counts += np.bincount(a, minlength=self.num_actions)
+                lane.decisions[mine] += 1
+            if theirs.size:
+                obs, mask = game.observe(s, theirs)
+                ids = lane.opp[theirs]
+                live = lane.opp_live[theirs]
+                for agent_id in np.unique(ids).tolist():
+                    rows = np.flatnonzero(ids == agent_id)
+                    if live[rows[0]]:
+                        lane.actions[theirs[rows], s] = self._live_actions(agent_id, obs[rows], mask[rows])
+                    else:
+                        groups.append((agent_id, obs[rows], mask[rows]))
+                        targets.append((theirs[rows], s))
+        lane.targets = targets
+        lane.pending = self.opponents.submit(groups) if groups else []
+
+    def _live_actions(self, agent_id: str, obs, mask) -> np.ndarray:
+        if agent_id not in self.live:
+            self._refresh(agent_id, block=True)
+        elif agent_id != self.learner_id and self.rng.random() < 0.01:
+            self._refresh(agent_id, block=False)
+        return self.live[agent_id][1].act(obs, mask, generator=self.rng)[0]
+
+    def _finish(self, lane: Lane) -> None:
+        """Collect the opponents' actions of one lane, step it, and book finished episodes."""
+        if lane.targets:
+            for (rows, s), a in zip(lane.targets, self.opponents.result(lane.pending)):
+                lane.actions[rows, s] = a
+        lane.pending = None
+        result = lane.game.step(lane.actions)
+        E = lane.game.num_envs
+        self._env_steps += E
+        self.stats["env_steps"] += E
+        for e in np.flatnonzero(result.done).tolist():
+            score0 = float(score_from_returns(result.returns[e], self.lo, self.hi))
+            score = score0 if lane.seat[e] == 0 else 1.0 - score0
+            self._results.append((self.learner_id, str(lane.opp[e]), score))
+            if lane.decisions[e]:
+                self._recorder.finish(int(lane.episode[e]), float(result.returns[e, lane.seat[e]]),
+                                      int(lane.decisions[e]))
+            lane.decisions[e] = 0
+            lane.episode[e] = self._next_episode
+            self._next_episode += 1
+            lane.seat[e] = self.rng.integers(0, 2)
+            lane.opp[e], lane.opp_live[e] = self._next_match()
+            self.stats["episodes"] += 1
 
     def _submit(self, rollout: Rollout | None, inflight: list, limit: int) -> list:
         if rollout is None:
             return inflight
         while len(inflight) >= limit:  # backpressure: wait for the learner
             ready, inflight = ray.wait(inflight, num_returns=1)
-            reply = ray.get(ready[0])
-            if reply["version"] != self.live[self.learner_id][0]:
+            if ray.get(ready[0])["version"] != self.live[self.learner_id][0]:
                 self._refresh(self.learner_id, block=False)
         inflight.append(self.learners[self.learner_id].submit.remote(rollout.to_dict()))
         self.stats["submitted"] += len(rollout)
@@ -249,13 +301,17 @@ class RolloutWorkerImpl:
                 self._refresh(self.learner_id, block=False)
         return inflight
 
-    def _report(self, results, env_steps: int, previous):
+    def _report(self, previous):
         if previous is not None:
             ray.get(previous)  # one batch in flight; the coordinator retries on restart
-        if not results and not env_steps:
+        if not self._results and not self._env_steps:
             return None
         self.seq += 1
-        return self.coordinator.report_results.remote(self.worker_id, self.seq, results, env_steps)
+        counts = {self.learner_id: self._action_counts.tolist()}
+        ref = self.coordinator.report_results.remote(self.worker_id, self.seq, self._results, self._env_steps, counts)
+        self._results, self._env_steps = [], 0
+        self._action_counts = np.zeros(self.num_actions)
+        return ref
 
 
 RolloutWorker = ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0.5, max_concurrency=2)(RolloutWorkerImpl)

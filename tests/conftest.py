@@ -13,6 +13,6 @@ def ray_local():
     logical CPUs so the league's many light actors fit on two cores."""
     import ray
 
-    ray.init(address="local", num_cpus=16, include_dashboard=False, log_to_driver=False, namespace="league-test")
+    ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=16, include_dashboard=False, log_to_driver=False, namespace="league-test")
     yield ray
     ray.shutdown()

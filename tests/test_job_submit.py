@@ -20,7 +20,7 @@ def test_job_submit_runs_the_smoke_league_on_a_started_cluster(tmp_path):
     env = dict(os.environ, RAY_AUTH_MODE="disabled", PATH=f"{BIN}:{os.environ['PATH']}")
     ray = str(BIN / "ray")
     start = subprocess.run([ray, "start", "--head", "--port=6390", "--num-cpus=16", "--include-dashboard=true",
-                            "--dashboard-host=127.0.0.1", "--dashboard-port=8266", "--disable-usage-stats"],
+                            "--dashboard-host=127.0.0.1", "--node-ip-address=127.0.0.1", "--dashboard-port=8266", "--disable-usage-stats"],
                            env=env, capture_output=True, text=True, timeout=180)
     assert start.returncode == 0, start.stdout + start.stderr
     try:

@@ -1,0 +1,206 @@
+"""Served vs in-process opponent inference, measured side by side in one run.
+
+    python -m bench.serve [--seconds 20]
+
+1. Rollout env steps/s of a league whose one learner plays only frozen
+   opponents (a pool of 8 seeded snapshots), with opponents served by the
+   Serve deployment and with opponents in the worker's process.
+2. Opponent inference observations/s at several batch sizes: one Serve call
+   per vector (32 calls in flight) vs the same policy in-process.
+3. ``POST /nash/act`` latency p50/p99 under concurrent HTTP clients.
+
+Ends with one JSON line; ``rollout_ratio_served_to_inprocess`` is the headline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
+
+
+def seeded_pool(folder: Path, n: int, obs_size: int, num_actions: int) -> list[str]:
+    import torch
+
+    from policies.net import ActorCritic, PolicySpec
+    from policies.snapshot import policy_to_bytes
+
+    paths = []
+    for i in range(n):
+        torch.manual_seed(i)
+        path = folder / f"seed{i}.pt"
+        path.write_bytes(policy_to_bytes(ActorCritic(PolicySpec(obs_size, num_actions, hidden=(64, 64)))))
+        paths.append(str(path))
+    return paths
+
+
+def rollout_rate(mode: str, seconds: float, storage: Path, seeds: list[str], game: str, envs: int, port: int) -> float:
+    import ray
+
+    from actors.launch import League, load
+
+    cfg, info = load(["--config", "configs/smoke.yaml", f"game.name={game}", f"run.storage={storage}",
+                      "roles.main_exploiter.count=0", "roles.league_exploiter.count=0",
+                      "roles.main_agent.sampling=pfsp", "evaluator.count=0", "policy.hidden=[64,64]",
+                      f"rollout.envs_per_worker={envs}", f"rollout.opponent_inference={mode}",
+                      "roles.main_agent.snapshot_every_steps=100000000", f"serve.port={port}",
+                      f"league.seed_snapshots={json.dumps(seeds)}"])
+    league = League(cfg, info)
+    try:
+        league.supervise()
+        worker = next(iter(league.workers.values()))
+        time.sleep(5)  # warm up: weights fetched, snapshots loaded
+        s0, t0 = ray.get(worker.get_stats.remote())["env_steps"], time.time()
+        time.sleep(seconds)
+        s1, t1 = ray.get(worker.get_stats.remote())["env_steps"], time.time()
+        return (s1 - s0) / (t1 - t0)
+    finally:
+        league.stop()
+        for actor in [league.coordinator, *league.learners.values(), *league.workers.values()]:
+            ray.kill(actor, no_restart=True)
+
+
+def inference_rates(obs_size: int, num_actions: int, seed_path: str, batch_sizes, calls: int = 200) -> dict:
+    """obs/s for one frozen policy: Serve deployment vs in-process, same policy."""
+    import ray
+    from ray import serve
+
+    from policies.snapshot import policy_from_bytes
+    from serve.batching import run_grouped
+
+    model = policy_from_bytes(Path(seed_path).read_bytes())
+
+    @serve.deployment(max_ongoing_requests=256, ray_actor_options={"num_cpus": 0.2})
+    class Bench:
+        def __init__(self, blob):
+            import torch
+
+            torch.set_num_threads(1)
+            self.model = policy_from_bytes(blob)
+            self.rng = np.random.default_rng(0)
+
+        @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.002)
+        async def act(self, reqs):
+            return run_grouped(reqs, lambda a, o, m: self.model.act(o, m, generator=self.rng)[0])
+
+        async def __call__(self, obs, mask):
+            return await self.act(("x", obs, mask))
+
+    handle = serve.run(Bench.bind(Path(seed_path).read_bytes()), name="bench_inference", route_prefix=None)
+    rng = np.random.default_rng(0)
+    out = {}
+    for n in batch_sizes:
+        obs = rng.standard_normal((n, obs_size)).astype(np.float32)
+        mask = np.ones((n, num_actions), dtype=bool)
+        k = max(8, calls // max(1, n // 16))
+        handle.remote(obs, mask).result()
+        start = time.perf_counter()
+        pending = []
+        for _ in range(k):
+            pending.append(handle.remote(obs, mask))
+            if len(pending) >= 32:
+                pending.pop(0).result()
+        for p in pending:
+            p.result()
+        served = k * n / (time.perf_counter() - start)
+        start = time.perf_counter()
+        for _ in range(k):
+            model.act(obs, mask, generator=rng)
+        local = k * n / (time.perf_counter() - start)
+        out[str(n)] = {"served_obs_per_s": served, "inprocess_obs_per_s": local, "ratio": served / local}
+    serve.delete("bench_inference")
+    return out
+
+
+def api_latency(port: int, storage: Path, seeds: list[str], game: str, clients: int = 8, per_client: int = 40) -> dict:
+    import ray
+    import requests
+
+    from actors.launch import League, load
+
+    cfg, info = load(["--config", "configs/smoke.yaml", f"game.name={game}", f"run.storage={storage}",
+                      "roles.main_exploiter.count=0", "roles.league_exploiter.count=0", "evaluator.count=1",
+                      f"serve.port={port}", f"league.seed_snapshots={json.dumps(seeds)}"])
+    league = League(cfg, info)
+    try:
+        league.supervise()
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 120
+        while time.time() < deadline and not requests.get(f"{url}/nash", timeout=10).json()["agents"]:
+            time.sleep(1)
+        body = {"observations": np.zeros((16, info.obs_size)).tolist()}
+        latencies: list[float] = []
+        lock = threading.Lock()
+
+        def client(i):
+            s = requests.Session()
+            for j in range(per_client):
+                t = time.perf_counter()
+                r = s.post(f"{url}/nash/act", json={**body, "seed": i * 1000 + j}, timeout=30)
+                r.raise_for_status()
+                with lock:
+                    latencies.append(time.perf_counter() - t)
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        q = statistics.quantiles(latencies, n=100)
+        return {"clients": clients, "requests": len(latencies), "p50_ms": q[49] * 1000, "p99_ms": q[98] * 1000}
+    finally:
+        league.stop()
+        for actor in [league.coordinator, *league.learners.values(), *league.workers.values(),
+                      *league.evaluators.values()]:
+            ray.kill(actor, no_restart=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.serve")
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--game", default="kuhn_poker")
+    parser.add_argument("--envs", type=int, default=1024)
+    parser.add_argument("--port", type=int, default=8011)
+    args = parser.parse_args(argv)
+    import ray
+
+    from envs import game_info
+
+    info = game_info(args.game)
+    ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=16, include_dashboard=False, log_to_driver=False, namespace="bench-serve")
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench_serve_") as tmp:
+            tmp = Path(tmp)
+            seeds = seeded_pool(tmp, 8, info.obs_size, info.num_actions)
+            rates = {}
+            for mode in ("inprocess", "serve"):
+                rates[mode] = rollout_rate(mode, args.seconds, tmp / mode, seeds, args.game, args.envs, args.port)
+                print(f"rollout with {mode} opponents: {rates[mode]:,.0f} env steps/s", flush=True)
+            inference = inference_rates(info.obs_size, info.num_actions, seeds[0], [1, 16, 64, 256, 1024])
+            for n, r in inference.items():
+                print(f"inference batch {n:>5}: served {r['served_obs_per_s']:>10,.0f} obs/s, "
+                      f"in-process {r['inprocess_obs_per_s']:>12,.0f} obs/s", flush=True)
+            latency = api_latency(args.port, tmp / "api", seeds, args.game)
+            print(f"/nash/act: p50 {latency['p50_ms']:.1f} ms, p99 {latency['p99_ms']:.1f} ms "
+                  f"({latency['clients']} concurrent clients)", flush=True)
+    finally:
+        ray.shutdown()
+    print(json.dumps({"bench": "serve", "game": args.game, "envs_per_worker": args.envs,
+                      "rollout_env_steps_per_s": rates, "inference": inference, "nash_act_latency": latency,
+                      "rollout_ratio_served_to_inprocess": rates["serve"] / rates["inprocess"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

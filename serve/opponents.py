@@ -1,0 +1,129 @@
+"""The frozen-opponent inference deployment.
+
+One deployment holds every frozen snapshot by id (an LRU bounded by
+``serve.lru_size``), loads a snapshot from the coordinator on first use (so new
+snapshots need no redeploy), batches requests across rollout workers with
+``@serve.batch`` and runs one forward pass per snapshot id per batch
+(``serve.batching.run_grouped``). A request carries a whole vector of
+observations for one snapshot: single-observation calls are ~100x slower
+(RAY_NOTES.md).
+
+Settings that matter on small machines:
+- ``max_ongoing_requests`` well above ``max_batch_size * max_concurrent_batches``,
+  or batches never fill and the router backs off;
+- ``ray_actor_options={"num_cpus": serve.num_cpus}`` (a fraction): a replica
+  reserves a whole CPU by default;
+- ``RAY_SERVE_THROUGHPUT_OPTIMIZED=1`` (set by the launcher and the Makefile).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+
+import numpy as np
+import ray
+import torch
+from ray import serve
+
+from monitoring.metrics import LeagueMetrics
+from policies.snapshot import policy_from_bytes
+from serve.batching import run_grouped, validate_request
+
+log = logging.getLogger(__name__)
+
+APP_NAME = "opponents"
+DEPLOYMENT_NAME = "Opponents"
+
+
+class UnknownAgent(KeyError):
+    pass
+
+
+@serve.deployment(name=DEPLOYMENT_NAME)
+class Opponents:
+    def __init__(self, coordinator_name: str, namespace: str, lru_size: int = 256, max_batch_size: int = 16,
+                 batch_wait_timeout_s: float = 0.002, seed: int = 0):
+        torch.set_num_threads(1)
+        self.coordinator = ray.get_actor(coordinator_name, namespace=namespace)
+        self.lru_size = lru_size
+        self.models: OrderedDict[str, object] = OrderedDict()
+        self.rng = np.random.default_rng(seed)
+        self.metrics = LeagueMetrics()
+        self._act_batch.set_max_batch_size(max_batch_size)
+        self._act_batch.set_batch_wait_timeout_s(batch_wait_timeout_s)
+
+    async def act(self, agent_id: str, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Actions of frozen agent ``agent_id`` for a vector of observations."""
+        request = validate_request({"agent_id": agent_id, "obs": obs, "mask": mask})
+        result = await self._act_batch(request)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def _model(self, agent_id: str):
+        model = self.models.get(agent_id)
+        if model is not None:
+            self.models.move_to_end(agent_id)
+            return model
+        try:
+            blob = await self.coordinator.get_snapshot.remote(agent_id)
+        except Exception as exc:  # the coordinator raises KeyError for an unknown id
+            raise UnknownAgent(f"unknown or evicted agent {agent_id!r}") from exc
+        model = policy_from_bytes(blob)
+        model.eval()
+        self.models[agent_id] = model
+        while len(self.models) > self.lru_size:
+            self.models.popitem(last=False)
+        return model
+
+    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.002)
+    async def _act_batch(self, requests: list[tuple[str, np.ndarray, np.ndarray]]) -> list:
+        start = time.perf_counter()
+        models, errors = {}, {}
+        for agent_id in {r[0] for r in requests}:
+            try:
+                models[agent_id] = await self._model(agent_id)
+            except UnknownAgent as exc:
+                errors[agent_id] = exc
+        good = [i for i, r in enumerate(requests) if r[0] not in errors]
+
+        def forward(agent_id, obs, mask):
+            self.metrics.observe("batch_size", len(obs))
+            with torch.inference_mode():
+                return models[agent_id].act(obs, mask, generator=self.rng)[0]
+
+        actions = run_grouped([requests[i] for i in good], forward)
+        out: list = [errors.get(r[0]) for r in requests]
+        for i, a in zip(good, actions):
+            out[i] = a
+        self.metrics.observe("inference_seconds", time.perf_counter() - start)
+        return out
+
+
+def deploy_opponents(cfg) -> None:
+    """Run the opponents app (no HTTP route: only rollout workers call it)."""
+    app = Opponents.options(
+        max_ongoing_requests=cfg.serve.max_ongoing_requests,
+        ray_actor_options={"num_cpus": cfg.serve.num_cpus},
+    ).bind(cfg.ray.coordinator_name, cfg.ray.namespace, cfg.serve.lru_size, cfg.serve.max_batch_size,
+           cfg.serve.batch_wait_timeout_s, cfg.run.seed)
+    serve.run(app, name=APP_NAME, route_prefix=None)
+
+
+class ServedOpponents:
+    """The rollout worker's side: ``submit`` sends one request per frozen
+    opponent and returns at once; ``result`` waits for the actions."""
+
+    def __init__(self):
+        self.handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME)
+
+    def submit(self, groups):
+        return [self.handle.act.remote(agent_id, obs, mask) for agent_id, obs, mask in groups]
+
+    def result(self, pending) -> list[np.ndarray]:
+        return [r.result() for r in pending]
+
+    def act(self, groups) -> list[np.ndarray]:
+        return self.result(self.submit(groups))
