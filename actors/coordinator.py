@@ -218,6 +218,11 @@ class LeagueCoordinatorImpl:
             self.league.record_exact(a, b, float(score))
         return True
 
+    async def record_measurement(self, kind: str, value: float, data: dict | None = None) -> bool:
+        """A measurement over time (e.g. the exact NashConv of the Nash mixture)."""
+        self.store.add_measurement(str(kind), float(value), data or {})
+        return True
+
     # -- reading -------------------------------------------------------------------
     @timed
     async def status(self) -> dict[str, Any]:

@@ -53,8 +53,30 @@ class EvaluatorImpl:
                 self.models.popitem(last=False)
         return self.models[agent_id]
 
+    def measure_exploitability(self) -> float | None:
+        """Exact NashConv of the current Nash mixture (Kuhn, Leduc), recorded over time."""
+        from policies.exploitability import nash_conv_of_mixture
+
+        nash = ray.get(self.coordinator.nash.remote())
+        if not nash["agents"]:
+            return None
+        ids = [a["agent_id"] for a in nash["agents"]]
+        result = nash_conv_of_mixture(self.cfg.game.name, [self._model(a) for a in ids],
+                                      [a["weight"] for a in nash["agents"]])
+        ray.get(self.coordinator.record_measurement.remote(
+            "nash_conv", result["nash_conv"], {"pool_version": nash["pool_version"], "support": len(ids)}))
+        return result["nash_conv"]
+
     def run(self) -> int:
+        measure = self.cfg.game.name in EXACT_OPENSPIEL and self.evaluator_id.endswith(":0")
+        last_measure = 0.0
         while not self._stop.is_set():
+            if measure and time.time() - last_measure >= self.cfg.run.exploitability_every_seconds:
+                last_measure = time.time()
+                try:
+                    self.measure_exploitability()
+                except (KeyError, ray.exceptions.RayTaskError) as exc:
+                    log.info("%s: exploitability skipped (%s)", self.evaluator_id, exc)
             pairs = ray.get(self.coordinator.evaluation_pairs.remote(16 if self.exact else 2))
             if not pairs:
                 time.sleep(0.5)

@@ -127,7 +127,7 @@ class League:
                 try:
                     ray.get(ref)
                 except ray.exceptions.RayError as exc:
-                    log.warning("%s stopped (%s); restarting its loop", name, type(exc).__name__)
+                    log.warning("%s stopped (%s); restarting its loop", name, str(exc).strip().splitlines()[-1][:300])
             self.runs[name] = actor.run.remote()
 
     def status(self) -> dict[str, Any]:
@@ -137,6 +137,8 @@ class League:
 
     def stop(self) -> dict[str, Any]:
         import ray
+
+        t0 = time.time()
 
         for actor in {**self.workers, **self.evaluators}.values():
             actor.stop.remote()
@@ -150,12 +152,16 @@ class League:
                 ray.get(learner.flush.remote(), timeout=120)
             except ray.exceptions.RayError as exc:
                 log.warning("learner %s did not flush: %s", lid, exc)
+        log.info("loops stopped and learners flushed in %.1f s", time.time() - t0)
         final = ray.get(self.coordinator.flush.remote(), timeout=120)
+        log.info("coordinator flushed in %.1f s", time.time() - t0)
         if self.apps:
             from ray import serve
 
             for app in reversed(self.apps):  # Serve apps are detached: they outlive the driver
-                serve.delete(app)
+                # Non-blocking: a blocking delete can wait ~30 s on idle HTTP connections.
+                serve.delete(app, _blocking=False)
+        log.info("league stopped in %.1f s", time.time() - t0)
         return final
 
 

@@ -314,4 +314,7 @@ class RolloutWorkerImpl:
         return ref
 
 
-RolloutWorker = ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0.5, max_concurrency=2)(RolloutWorkerImpl)
+# The worker loop is synchronous: its Serve handle must run its router in a separate
+# event loop, which RAY_SERVE_THROUGHPUT_OPTIMIZED=1 turns off by default.
+RolloutWorker = ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0.5, max_concurrency=2,
+                           runtime_env={"env_vars": {"RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "1"}})(RolloutWorkerImpl)

@@ -28,6 +28,7 @@ import numpy as np
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
+os.environ.setdefault("RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP", "1")  # this driver calls handles synchronously
 
 
 def seeded_pool(folder: Path, n: int, obs_size: int, num_actions: int) -> list[str]:

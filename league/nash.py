@@ -196,7 +196,7 @@ def nash_entropy(probs) -> float:
     """
     p = _as_mixture(probs, None)
     nz = p[p > 0]
-    return float(-(nz * np.log(nz)).sum())
+    return float(-(nz * np.log(nz)).sum()) + 0.0  # + 0.0 turns -0.0 (a pure mixture) into 0.0
 
 
 def meta_exploitability(payoff, probs) -> float:

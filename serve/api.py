@@ -14,7 +14,7 @@ application/msgpack`` is read as msgpack, and the response is msgpack when
 with ``{"error": "..."}``; the API and the league keep running.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: FastAPI reads the endpoint annotations at runtime.
 
 import hashlib
 import json
@@ -237,6 +237,7 @@ class LeagueAPI:
 
 
 def deploy_api(cfg, obs_size: int, num_actions: int) -> None:
-    app_ = LeagueAPI.options(ray_actor_options={"num_cpus": cfg.serve.num_cpus}, max_ongoing_requests=64).bind(
+    app_ = LeagueAPI.options(ray_actor_options={"num_cpus": cfg.serve.num_cpus}, max_ongoing_requests=64,
+                             graceful_shutdown_timeout_s=5, graceful_shutdown_wait_loop_s=0.5).bind(
         cfg.ray.coordinator_name, cfg.ray.namespace, cfg.game.name, obs_size, num_actions)
     serve.run(app_, name=APP_NAME, route_prefix="/")

@@ -106,6 +106,7 @@ def deploy_opponents(cfg) -> None:
     """Run the opponents app (no HTTP route: only rollout workers call it)."""
     app = Opponents.options(
         max_ongoing_requests=cfg.serve.max_ongoing_requests,
+        graceful_shutdown_timeout_s=5, graceful_shutdown_wait_loop_s=0.5,
         ray_actor_options={"num_cpus": cfg.serve.num_cpus},
     ).bind(cfg.ray.coordinator_name, cfg.ray.namespace, cfg.serve.lru_size, cfg.serve.max_batch_size,
            cfg.serve.batch_wait_timeout_s, cfg.run.seed)

@@ -1,4 +1,7 @@
-"""Ray Serve against a running smoke league: served opponents, and the HTTP API over real HTTP."""
+"""Ray Serve against a running league: served opponents, and the HTTP API over real HTTP.
+
+The league is biased rock-paper-scissors (observations of 2 numbers, 3 actions): its
+Nash over the pool is mixed within seconds, which the member-frequency test needs."""
 
 import json
 import time
@@ -16,18 +19,42 @@ PORT = 8013
 URL = f"http://127.0.0.1:{PORT}"
 
 
+def pure_strategies(folder) -> list[str]:
+    """Rock, paper and scissors as frozen policies (one action with probability ~1)."""
+    import torch
+
+    from policies.net import ActorCritic, PolicySpec
+    from policies.snapshot import policy_to_bytes
+
+    paths = []
+    for k in range(3):
+        model = ActorCritic(PolicySpec(2, 3, hidden=(16,)))
+        with torch.no_grad():
+            model.policy_head.weight.zero_()
+            model.policy_head.bias.copy_(torch.tensor([30.0 if a == k else 0.0 for a in range(3)]))
+        path = folder / f"pure{k}.pt"
+        path.write_bytes(policy_to_bytes(model))
+        paths.append(str(path))
+    return paths
+
+
 @pytest.fixture(scope="module")
 def league(ray_local, tmp_path_factory):
     storage = tmp_path_factory.mktemp("serve_league")
-    cfg, info = load(["--config", "configs/smoke.yaml", f"run.storage={storage}", "run.max_minutes=30",
-                      f"serve.port={PORT}", "rollout.opponent_inference=serve"])
+    seeds = pure_strategies(storage)
+    # The pool holds only the three pure strategies (learners never snapshot here), so the
+    # Nash over it is known: (1/4, 1/2, 1/4). Learners play them through the Serve deployment.
+    cfg, info = load(["--config", "configs/rps.yaml", f"run.storage={storage / 'run'}", "run.max_minutes=30",
+                      f"serve.port={PORT}", "rollout.opponent_inference=serve", "roles.main_agent.sampling=pfsp",
+                      "roles.main_exploiter.count=0", "roles.league_exploiter.count=0",
+                      "roles.main_agent.snapshot_every_steps=1000000000", f"league.seed_snapshots={json.dumps(seeds)}"])
     lg = League(cfg, info)
     lg.supervise()
-    deadline = time.time() + 180
+    deadline = time.time() + 120
     while time.time() < deadline:
         lg.supervise()
         nash = requests.get(f"{URL}/nash", timeout=10).json()
-        if len(nash["agents"]) >= 2 and lg.status()["pool_size"] >= 4:
+        if len(nash["agents"]) == 3 and lg.status()["games"] > 0:
             break
         time.sleep(1)
     yield lg
@@ -51,9 +78,9 @@ def test_endpoints_report_the_league(league):
     assert requests.get(f"{URL}/healthz", timeout=10).json() == {"status": "ok"}
     status = requests.get(f"{URL}/status", timeout=10).json()
     assert status["games"] > 0 and status["pool_size"] == sum(status["pool_by_role"].values())
-    assert {"main_agent-0", "main_exploiter-0", "league_exploiter-0"} <= set(status["learners"])
+    assert set(status["learners"]) == {"main_agent-0"}
     nash = requests.get(f"{URL}/nash", timeout=10).json()
-    assert nash["game"] == {"name": "kuhn_poker", "obs_size": 11, "num_actions": 2}
+    assert nash["game"] == {"name": "biased_rps", "obs_size": 2, "num_actions": 3}
     assert abs(sum(a["weight"] for a in nash["agents"]) - 1) < 1e-9
     weights = np.array([a["weight"] for a in nash["agents"]])
     assert nash["entropy"] == pytest.approx(float(-(weights * np.log(weights)).sum()), abs=1e-9)
@@ -68,11 +95,14 @@ def test_endpoints_report_the_league(league):
 
 
 def test_act_json_and_msgpack_and_seeded(league):
-    body = {"observations": np.eye(11)[:4].tolist(), "legal_masks": [[1, 1], [1, 0], [0, 1], [1, 1]], "seed": 5}
+    body = {"observations": [[1.0, 0.0]] * 4, "legal_masks": [[1, 1, 1], [1, 0, 0], [0, 1, 0], [0, 0, 1]], "seed": 5}
     r = requests.post(f"{URL}/nash/act", json=body, timeout=30)
     assert r.status_code == 200, r.text
     out = r.json()
-    assert len(out["actions"]) == 4 and out["actions"][1] == 0 and out["actions"][2] == 1  # masks respected
+    assert len(out["actions"]) == 4 and out["actions"][1:] == [0, 1, 2]  # masks respected
+    # each member is a pure strategy: the action says which member acted
+    first = {"seed-0": 0, "seed-1": 1, "seed-2": 2}[out["members"][0]]
+    assert out["actions"][0] == first
     again = requests.post(f"{URL}/nash/act", json=body, timeout=30).json()
     if again["pool_version"] == out["pool_version"] and again["solved_at"] == out["solved_at"]:
         assert again["actions"] == out["actions"] and again["members"] == out["members"]
@@ -86,7 +116,7 @@ def test_member_frequencies_match_the_nash_weights(league):
     for _ in range(20):
         nash = requests.get(f"{URL}/nash", timeout=10).json()
         n = 4000
-        body = {"observations": [[0.0] * 11] * n, "episode_ids": [f"ep{i}" for i in range(n)]}
+        body = {"observations": [[1.0, 0.0]] * n, "episode_ids": [f"ep{i}" for i in range(n)]}
         out = requests.post(f"{URL}/nash/act", json=body, timeout=60).json()
         if out["solved_at"] == nash["solved_at"]:
             break
@@ -96,8 +126,8 @@ def test_member_frequencies_match_the_nash_weights(league):
     weights = np.array([a["weight"] for a in nash["agents"]])
     counts = np.array([out["members"].count(a) for a in ids])
     assert counts.sum() == n
-    if len(ids) > 1:
-        assert stats.chisquare(counts, weights / weights.sum() * n).pvalue > 1e-3
+    assert dict(zip(ids, weights)) == pytest.approx({"seed-0": 0.25, "seed-1": 0.5, "seed-2": 0.25}, abs=1e-6)
+    assert stats.chisquare(counts, weights / weights.sum() * n).pvalue > 1e-3
 
 
 MALFORMED = [
@@ -108,23 +138,23 @@ MALFORMED = [
     ("post", "/nash/act", {"json": [1, 2, 3]}, 400),
     ("post", "/nash/act", {"json": {}}, 400),
     ("post", "/nash/act", {"json": {"observations": []}}, 400),
-    ("post", "/nash/act", {"json": {"observations": [[0.0] * 10]}}, 422),
-    ("post", "/nash/act", {"json": {"observations": [[0.0] * 12]}}, 422),
-    ("post", "/nash/act", {"json": {"observations": [[0.0] * 11, [0.0] * 10]}}, 400),
-    ("post", "/nash/act", {"data": b'{"observations": [[NaN, 0,0,0,0,0,0,0,0,0,0]]}',
+    ("post", "/nash/act", {"json": {"observations": [[0.0] * 1]}}, 422),
+    ("post", "/nash/act", {"json": {"observations": [[0.0] * 3]}}, 422),
+    ("post", "/nash/act", {"json": {"observations": [[0.0] * 2, [0.0] * 1]}}, 400),
+    ("post", "/nash/act", {"data": b'{"observations": [[NaN, 0]]}',
                            "headers": {"Content-Type": "application/json"}}, 422),
-    ("post", "/nash/act", {"json": {"observations": [["a"] * 11]}}, 400),
-    ("post", "/nash/act", {"json": {"observations": [[0.0] * 11], "legal_masks": [[0, 0]]}}, 422),
-    ("post", "/nash/act", {"json": {"observations": [[0.0] * 11], "legal_masks": [[1, 0, 1]]}}, 422),
-    ("post", "/nash/act", {"json": {"observations": [[0.0] * 11], "legal_masks": [[1, 0], [1, 0]]}}, 422),
-    ("post", "/nash/act", {"json": {"observations": [[0.0] * 11], "legal_masks": [[5, 0]]}}, 422),
-    ("post", "/nash/act", {"json": {"observations": [[0.0] * 11], "episode_ids": [1, 2]}}, 422),
-    ("post", "/nash/act", {"json": {"observations": [[0.0] * 11], "episode_ids": [None]}}, 422),
-    ("post", "/nash/act", {"json": {"observations": [[0.0] * 11], "seed": -3}}, 422),
-    ("post", "/nash/act", {"json": {"observations": [[0.0] * 11], "seed": 1.5}}, 422),
-    ("post", "/nash/act", {"json": {"observations": [[0.0] * 11], "deterministic": "yes"}}, 422),
-    ("post", "/nash/act", {"json": {"observations": [[0.0] * 11], "bogus": 1}}, 400),
-    ("post", "/nash/act", {"json": {"observations": [[0.0] * 11] * 5000}}, 413),
+    ("post", "/nash/act", {"json": {"observations": [["a"] * 2]}}, 400),
+    ("post", "/nash/act", {"json": {"observations": [[0.0] * 2], "legal_masks": [[0, 0, 0]]}}, 422),
+    ("post", "/nash/act", {"json": {"observations": [[0.0] * 2], "legal_masks": [[1, 0, 1, 1]]}}, 422),
+    ("post", "/nash/act", {"json": {"observations": [[0.0] * 2], "legal_masks": [[1, 0, 0], [1, 0, 0]]}}, 422),
+    ("post", "/nash/act", {"json": {"observations": [[0.0] * 2], "legal_masks": [[5, 0, 0]]}}, 422),
+    ("post", "/nash/act", {"json": {"observations": [[0.0] * 2], "episode_ids": [1, 2]}}, 422),
+    ("post", "/nash/act", {"json": {"observations": [[0.0] * 2], "episode_ids": [None]}}, 422),
+    ("post", "/nash/act", {"json": {"observations": [[0.0] * 2], "seed": -3}}, 422),
+    ("post", "/nash/act", {"json": {"observations": [[0.0] * 2], "seed": 1.5}}, 422),
+    ("post", "/nash/act", {"json": {"observations": [[0.0] * 2], "deterministic": "yes"}}, 422),
+    ("post", "/nash/act", {"json": {"observations": [[0.0] * 2], "bogus": 1}}, 400),
+    ("post", "/nash/act", {"json": {"observations": [[0.0] * 2] * 5000}}, 413),
     ("post", "/nash/act", {"data": b"x" * (9 * 1024 * 1024), "headers": {"Content-Type": "application/json"}}, 413),
     ("get", "/nash/act", {}, 405),
     ("get", "/no/such/endpoint", {}, 404),
