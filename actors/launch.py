@@ -165,6 +165,14 @@ class League:
         return final
 
 
+    def kill(self) -> None:
+        """Kill every actor of this league (after ``stop``; tests and benches reuse one Ray)."""
+        import ray
+
+        for actor in [self.coordinator, *self.learners.values(), *self.workers.values(), *self.evaluators.values()]:
+            ray.kill(actor, no_restart=True)
+
+
 def progress_line(status: dict[str, Any], steps_per_s: float, elapsed: float) -> str:
     by_role = status["pool_by_role"]
     mains = [(lid, l) for lid, l in status["learners"].items() if l["role"] == "main_agent"]

@@ -68,8 +68,7 @@ def rollout_rate(mode: str, seconds: float, storage: Path, seeds: list[str], gam
         return (s1 - s0) / (t1 - t0)
     finally:
         league.stop()
-        for actor in [league.coordinator, *league.learners.values(), *league.workers.values()]:
-            ray.kill(actor, no_restart=True)
+        league.kill()
 
 
 def inference_rates(obs_size: int, num_actions: int, seed_path: str, batch_sizes, calls: int = 200) -> dict:
@@ -162,9 +161,7 @@ def api_latency(port: int, storage: Path, seeds: list[str], game: str, clients: 
         return {"clients": clients, "requests": len(latencies), "p50_ms": q[49] * 1000, "p99_ms": q[98] * 1000}
     finally:
         league.stop()
-        for actor in [league.coordinator, *league.learners.values(), *league.workers.values(),
-                      *league.evaluators.values()]:
-            ray.kill(actor, no_restart=True)
+        league.kill()
 
 
 def main(argv=None) -> int:

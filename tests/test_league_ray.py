@@ -57,8 +57,7 @@ def test_killed_actors_come_back_with_every_acknowledged_result(ray_local, tmp_p
         assert ray.get(league.coordinator.status.remote())["learners"][learner_id]["version"] >= version_before
     finally:
         league.stop()
-        for actor in [league.coordinator, *league.learners.values(), *league.workers.values(), *league.evaluators.values()]:
-            ray.kill(actor, no_restart=True)
+        league.kill()
 
 
 def _try(fn):
@@ -101,5 +100,4 @@ def test_biased_rps_nash_mixture_plays_the_known_equilibrium(ray_local, tmp_path
         assert np.abs(best - [0.25, 0.5, 0.25]).sum() <= 0.05, best
     finally:
         league.stop()
-        for actor in [league.coordinator, *league.learners.values(), *league.workers.values(), *league.evaluators.values()]:
-            ray.kill(actor, no_restart=True)
+        league.kill()

@@ -88,6 +88,4 @@ def test_every_dashboard_query_parses_and_returns_data_from_a_live_league(ray_me
         prom.terminate()
         prom.wait(timeout=30)
         league.stop()
-        for actor in [league.coordinator, *league.learners.values(), *league.workers.values(),
-                      *league.evaluators.values()]:
-            ray_metrics.kill(actor, no_restart=True)
+        league.kill()

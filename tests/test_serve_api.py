@@ -59,8 +59,7 @@ def league(ray_local, tmp_path_factory):
         time.sleep(1)
     yield lg
     lg.stop()
-    for actor in [lg.coordinator, *lg.learners.values(), *lg.workers.values(), *lg.evaluators.values()]:
-        ray_local.kill(actor, no_restart=True)
+    lg.kill()
 
 
 def test_league_plays_frozen_opponents_through_serve(league, ray_local):
