@@ -72,3 +72,15 @@ def test_sigint_stops_cleanly_and_the_league_resumes(tmp_path):
             # resumed from the checkpoint: versions go on from where they were
             assert learner["version"] > first_versions[learner["learner_id"]]
         assert len(store.events("coordinator_start")) == 2
+        assert store.measurements("nash_conv"), "the evaluator records the exact NashConv over time"
+
+    # the report, rendered from this real run: every figure drawn from data
+    from test_report import FIGURES, _images
+
+    out = subprocess.run([sys.executable, "-m", "monitoring.report", "--storage", str(tmp_path)], cwd=ROOT, env=ENV,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    images = _images((tmp_path / "report.html").read_text())
+    assert set(images) == set(FIGURES)
+    for key, (img, has_data) in images.items():
+        assert has_data and img[..., :3].std() > 0.01, key
