@@ -81,6 +81,20 @@ class Result:
     score: float
 
 
+def summarize(results: Sequence[Result]) -> list[dict[str, Any]]:
+    """A result batch as one row per ordered pair (games, total score, wins, draws,
+    losses): what the store keeps of a batch. A league plays thousands of games a
+    second; one row per game would grow the file by gigabytes a day."""
+    rows: dict[tuple[str, str], list[float]] = {}
+    for r in results:
+        row = rows.setdefault((r.a, r.b), [0, 0.0, 0, 0, 0])
+        row[0] += 1
+        row[1] += r.score
+        row[2 if r.score > 0.5 else 3 if r.score == 0.5 else 4] += 1
+    return [{"a": a, "b": b, "games": g, "score": sc, "wins": w, "draws": d, "losses": l}
+            for (a, b), (g, sc, w, d, l) in rows.items()]
+
+
 class League:
     def __init__(self, cfg: Config, store: LeagueStore | None = None, seed: int | None = None):
         self.cfg = cfg
@@ -188,7 +202,7 @@ class League:
         if self.store is not None:
             rows = [self._payoff_row(a, b) for a, b in changed]
             elo_rows = [(a, self.elo.ratings[a], self.elo.games[a]) for a in moved]
-            self.store.record_results(source, seq, [asdict(r) for r in results], rows, elo_rows, counted)
+            self.store.record_results(source, seq, summarize(results), rows, elo_rows, counted)
         return True
 
     def _payoff_row(self, a: str, b: str) -> tuple[str, str, float, float, float]:

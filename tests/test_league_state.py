@@ -1,5 +1,7 @@
 """The League object (what the coordinator actor wraps), without Ray."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -81,3 +83,13 @@ def test_evaluation_pairs_prefer_unmeasured(cfg):
     ids = [league.add_snapshot("main_agent-0", b"x", step=i)[0].agent_id for i in range(3)]
     league.record_exact(ids[0], ids[1], 0.5)
     assert set(league.evaluation_pairs(2)) == {(ids[0], ids[2]), (ids[1], ids[2])}
+
+
+def test_stored_batches_are_per_pair_summaries(cfg):
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    rec, _ = league.add_snapshot("main_agent-0", b"w", step=1)
+    batch = [Result("main_agent-0", rec.agent_id, s) for s in (1.0, 0.5, 0.0, 0.75)]
+    league.report_results("w", 1, batch, env_steps=8)
+    (payload,) = [json.loads(r[0]) for r in league.store._query("SELECT payload FROM results")]
+    assert payload == [{"a": "main_agent-0", "b": rec.agent_id, "games": 4, "score": 2.25,
+                        "wins": 2, "draws": 1, "losses": 1}]
