@@ -19,8 +19,7 @@ import numpy as np
 import ray
 
 from league.config import Config
-from league.league import League, NashState, Result
-from league.nash import meta_exploitability, nash_entropy
+from league.league import League, NashState, Result, solve_meta_game
 from league.diversity import DiversityTracker, TrajectoryBatch
 from league.store import LeagueStore
 from monitoring.metrics import LeagueMetrics, result_label
@@ -98,18 +97,10 @@ class LeagueCoordinatorImpl:
             ids, matrix = self.league.payoff_matrix()
             if not ids:
                 return self._nash_dict(self.league.nash)
-            pool_version = self.league.pool_version
-            start = time.perf_counter()
-            solution = await asyncio.get_running_loop().run_in_executor(
-                None, lambda: self.league.solver.solve(matrix - 0.5, ids=ids))
-            seconds = time.perf_counter() - start
-            w = np.clip(solution.row, 0.0, None)
-            w = w / w.sum()
-            state = NashState(ids=ids, weights=w.tolist(), entropy=nash_entropy(w),
-                              meta_exploitability=float(meta_exploitability(matrix - 0.5, w)), solved_at=time.time(),
-                              pool_version=pool_version, solve_seconds=seconds, method=solution.method)
+            state = await asyncio.get_running_loop().run_in_executor(
+                None, solve_meta_game, self.league.solver, ids, matrix, self.league.pool_version)
             self.league.set_nash(state)
-            self.metrics.observe("nash_solve_seconds", seconds)
+            self.metrics.observe("nash_solve_seconds", state.solve_seconds)
             self._export_state()
             return self._nash_dict(state)
         finally:

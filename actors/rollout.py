@@ -238,7 +238,7 @@ class RolloutWorkerImpl:
                 obs, mask = game.observe(s, mine)
                 a, logp, v = self.live[self.learner_id][1].act(obs, mask, generator=self.rng)
                 lane.actions[mine, s] = a
-                self._recorder.add(lane.episode[mine] , obs, mask, a, logp, v)
+                self._recorder.add(lane.episode[mine], obs, mask, a, logp, v)
                 self._action_counts += np.bincount(a, minlength=self.num_actions)
                 lane.decisions[mine] += 1
             if theirs.size:

@@ -73,7 +73,6 @@ def rollout_rate(mode: str, seconds: float, storage: Path, seeds: list[str], gam
 
 def inference_rates(obs_size: int, num_actions: int, seed_path: str, batch_sizes, calls: int = 200) -> dict:
     """obs/s for one frozen policy: Serve deployment vs in-process, same policy."""
-    import ray
     from ray import serve
 
     from policies.snapshot import policy_from_bytes
@@ -124,7 +123,6 @@ def inference_rates(obs_size: int, num_actions: int, seed_path: str, batch_sizes
 
 
 def api_latency(port: int, storage: Path, seeds: list[str], game: str, clients: int = 8, per_client: int = 40) -> dict:
-    import ray
     import requests
 
     from actors.launch import League, load

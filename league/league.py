@@ -95,6 +95,22 @@ def summarize(results: Sequence[Result]) -> list[dict[str, Any]]:
             for (a, b), (g, sc, w, d, l) in rows.items()]
 
 
+def solve_meta_game(solver: NashSolver, ids: list[str], matrix: np.ndarray, pool_version: int) -> NashState:
+    """The Nash of the win-rate matrix ``matrix`` over ``ids`` (as a zero-sum game,
+    win rate - 1/2). Touches only ``solver`` and its arguments, so the coordinator
+    can run it in a worker thread on a copy of the matrix."""
+    start = time.perf_counter()
+    solution = solver.solve(matrix - 0.5, ids=ids)
+    seconds = time.perf_counter() - start
+    weights = np.clip(solution.row, 0.0, None)
+    weights = weights / weights.sum()
+    return NashState(
+        ids=list(ids), weights=weights.tolist(), entropy=nash_entropy(weights),
+        meta_exploitability=float(meta_exploitability(matrix - 0.5, weights)), solved_at=time.time(),
+        pool_version=pool_version, solve_seconds=seconds, method=solution.method,
+    )
+
+
 class League:
     def __init__(self, cfg: Config, store: LeagueStore | None = None, seed: int | None = None):
         self.cfg = cfg
@@ -333,20 +349,11 @@ class League:
         return ids, self.payoff.matrix(ids) if ids else np.zeros((0, 0))
 
     def solve_nash(self) -> NashState:
-        """Solve the zero-sum meta-game over the frozen pool (win rate - 1/2)."""
+        """Solve the zero-sum meta-game over the frozen pool and adopt it."""
         ids, matrix = self.payoff_matrix()
         if not ids:
             return self.nash
-        start = time.perf_counter()
-        solution = self.solver.solve(matrix - 0.5, ids=ids)
-        seconds = time.perf_counter() - start
-        weights = np.clip(solution.row, 0.0, None)
-        weights = weights / weights.sum()
-        state = NashState(
-            ids=list(ids), weights=weights.tolist(), entropy=nash_entropy(weights),
-            meta_exploitability=float(meta_exploitability(matrix - 0.5, weights)), solved_at=time.time(),
-            pool_version=self.pool_version, solve_seconds=seconds, method=solution.method,
-        )
+        state = solve_meta_game(self.solver, ids, matrix, self.pool_version)
         self.set_nash(state)
         return state
 
