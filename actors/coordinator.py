@@ -19,7 +19,7 @@ import numpy as np
 import ray
 
 from league.config import Config
-from league.league import League, NashState, Result, solve_meta_game
+from league.league import League, NashState, Result, results_from_columns, solve_meta_game
 from league.diversity import DiversityTracker, TrajectoryBatch
 from league.store import LeagueStore
 from monitoring.metrics import LeagueMetrics, result_label
@@ -117,13 +117,18 @@ class LeagueCoordinatorImpl:
                              action_counts: dict[str, list[float]] | None = None) -> bool:
         """Commit a batch of (a, b, score) results; True once stored (also when a retry).
 
-        ``action_counts``: per learner, a histogram of its actions since the last
-        batch (behaviour embedding for the diversity score)."""
+        ``results`` is a list of (a, b, score) or the same as columns
+        (``league.league.results_from_columns``). ``action_counts``: per learner,
+        a histogram of its actions since the last batch (behaviour embedding for
+        the diversity score)."""
         self._ensure_loop()
-        batch = []
-        for item in results:
-            a, b, score = item
-            batch.append(Result(str(a), str(b), float(score)))
+        if isinstance(results, dict):
+            batch = results_from_columns(results)
+        else:
+            batch = []
+            for item in results:
+                a, b, score = item
+                batch.append(Result(str(a), str(b), float(score)))
         fresh = self.league.report_results(str(source), int(seq), batch, int(env_steps))
         if fresh:
             self._count(batch, int(env_steps))

@@ -1,8 +1,8 @@
 """Opponent inference for rollout workers, behind one interface.
 
-``submit(groups)`` takes ``[(agent_id, obs, mask), ...]`` (one entry per frozen
-opponent that must move this vector step) and returns a handle; ``result(handle)``
-returns the actions of each group. The worker steps another lane of
+``submit(agent_ids, codes, obs, mask)`` takes every frozen-opponent decision of
+one vector step (row ``i`` is played by ``agent_ids[codes[i]]``) and returns a
+handle; ``result(handle)`` returns one action per row. The worker steps another lane of
 environments between the two calls, so served inference overlaps with stepping.
 ``InProcessOpponents`` runs the frozen policies in the worker's own process
 from an LRU of snapshots fetched by id; it is the baseline that the Serve
@@ -12,18 +12,15 @@ implementation (serve/) is measured against in bench/.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, Sequence
+import time
+from typing import Callable
 
 import numpy as np
-import torch
-
-import time
 
 from monitoring.metrics import LeagueMetrics
-from policies.net import ActorCritic
+from policies.net import ActorCritic, stacked_act
 from policies.snapshot import policy_from_bytes
-
-Group = tuple[str, np.ndarray, np.ndarray]
+from serve.batching import run_grouped
 
 
 class InProcessOpponents:
@@ -46,20 +43,20 @@ class InProcessOpponents:
             self._models.move_to_end(agent_id)
         return model
 
-    def submit(self, groups: Sequence[Group]):
+    def submit(self, agent_ids: list[str], codes: np.ndarray, obs: np.ndarray, mask: np.ndarray):
         """In process there is nothing to wait for: the actions are the handle."""
-        return self.act(groups)
+        return self.act(agent_ids, codes, obs, mask)
 
-    def result(self, pending) -> list[np.ndarray]:
+    def result(self, pending) -> np.ndarray:
         return pending
 
-    def act(self, groups: Sequence[Group]) -> list[np.ndarray]:
-        out = []
-        with torch.inference_mode():
-            for agent_id, obs, mask in groups:
-                start = time.perf_counter()
-                actions, _, _ = self.model(agent_id).act(obs, mask, generator=self.rng)
-                self.metrics.observe("inference_seconds", time.perf_counter() - start)
-                self.metrics.observe("batch_size", len(obs))
-                out.append(actions)
-        return out
+    def act(self, agent_ids: list[str], codes: np.ndarray, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return run_grouped([(agent_ids, codes, obs, mask)], self._forward)[0]
+
+    def _forward(self, agent_ids: list[str], obs: list[np.ndarray], masks: list[np.ndarray]) -> list[np.ndarray]:
+        """The same stacked pass as the Serve deployment, so bench/ compares transport, not kernels."""
+        start = time.perf_counter()
+        actions = stacked_act([self.model(a) for a in agent_ids], obs, masks, self.rng)
+        self.metrics.observe("inference_seconds", time.perf_counter() - start)
+        self.metrics.observe("batch_size", sum(len(o) for o in obs))
+        return actions

@@ -73,6 +73,32 @@ class EpisodeRecorder:
                        rewards=rewards, dones=last)
 
 
+class ResultColumns:
+    """Finished games of the worker's learner, kept as columns until reported
+    (``league.league.results_from_columns`` is the format sent)."""
+
+    def __init__(self):
+        self.opponents: list[np.ndarray] = []  # the worker's opponent codes
+        self.scores: list[np.ndarray] = []
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def add(self, opponents: np.ndarray, scores: np.ndarray) -> None:
+        self.opponents.append(opponents)
+        self.scores.append(scores)
+        self.n += len(opponents)
+
+    def take(self, learner_id: str, names: list[str]) -> dict:
+        codes = np.concatenate(self.opponents) if self.opponents else np.zeros(0, dtype=np.int64)
+        scores = np.concatenate(self.scores) if self.scores else np.zeros(0)
+        used, b = np.unique(codes, return_inverse=True)
+        self.opponents, self.scores, self.n = [], [], 0
+        return {"agents": [learner_id] + [names[c] for c in used.tolist()], "a": np.zeros(len(codes), dtype=np.int64),
+                "b": b.astype(np.int64) + 1, "score": scores.astype(np.float64)}
+
+
 class Lane:
     """A sub-vector of environments with its own assignments.
 
@@ -86,11 +112,12 @@ class Lane:
         self.seat = rng.integers(0, 2, size=E)
         self.episode = np.zeros(E, dtype=np.int64)
         self.decisions = np.zeros(E, dtype=np.int64)
-        self.opp = np.empty(E, dtype=object)
+        self.opp = np.zeros(E, dtype=np.int64)  # the worker's code of each env's opponent
         self.opp_live = np.zeros(E, dtype=bool)
         self.actions = np.full((E, 2), NO_ACTION, dtype=np.int64)
+        self.prepared = False  # actions chosen, opponents' request sent, step not yet taken
         self.pending = None  # opponent inference in flight
-        self.targets: list[tuple[np.ndarray, int]] = []  # env rows and seat of each pending group
+        self.targets: list[tuple[np.ndarray, int]] = []  # env rows and seat of the pending request's rows
 
 
 class RolloutWorkerImpl:
@@ -104,7 +131,7 @@ class RolloutWorkerImpl:
         self.learners = learners  # learner id -> actor handle (for live opponents)
         self.rng = np.random.default_rng(seed)
         served = cfg.rollout.opponent_inference == "serve"
-        n_lanes = 2 if served else 1
+        n_lanes = cfg.rollout.lanes if served else 1
         per_lane = max(1, cfg.rollout.envs_per_worker // n_lanes)
         self.lanes = [Lane(make_game(cfg.game.name, per_lane, seed=seed * 7 + i, **cfg.game.params), self.rng)
                       for i in range(n_lanes)]
@@ -120,6 +147,8 @@ class RolloutWorkerImpl:
             self.opponents = InProcessOpponents(lambda a: ray.get(coordinator.get_snapshot.remote(a)), capacity=64,
                                                 seed=seed)
         self.live: dict[str, tuple[int, Any]] = {}  # learner id -> (version, model)
+        self._names: list[str] = []  # opponent ids by code: lanes keep small ints, not strings
+        self._codes: dict[str, int] = {}
         self._stop = threading.Event()
         # A restarted worker must not reuse sequence numbers of its past life.
         self.seq = int(time.time() * 1000) * 1000
@@ -162,19 +191,26 @@ class RolloutWorkerImpl:
         return dict(self.stats)
 
     # -- assignments -------------------------------------------------------------
-    def _next_match(self) -> tuple[str, bool]:
+    def _next_match(self) -> tuple[int, bool]:
         if len(self._queue) < self._want // 2 + 1 and self._pending_matches is None:
             self._pending_matches = self.coordinator.next_matches.remote(self.learner_id, self._want)
         if not self._queue:
             self._take_matches(block=True)
         return self._queue.pop()
 
+    def _code(self, agent_id: str) -> int:
+        code = self._codes.get(agent_id)
+        if code is None:
+            code = self._codes[agent_id] = len(self._names)
+            self._names.append(agent_id)
+        return code
+
     def _take_matches(self, block: bool) -> None:
         if self._pending_matches is None:
             return
         if not block and not ray.wait([self._pending_matches], timeout=0)[0]:
             return
-        self._queue.extend((o, live) for o, live, _ in ray.get(self._pending_matches))
+        self._queue.extend((self._code(o), live) for o, live, _ in ray.get(self._pending_matches))
         self._pending_matches = None
 
     # -- the loop ------------------------------------------------------------------
@@ -182,7 +218,7 @@ class RolloutWorkerImpl:
         cfg = self.cfg.rollout
         self._pending_refresh = []
         self._refresh(self.learner_id, block=True)
-        self._queue: list[tuple[str, bool]] = []
+        self._queue: list[tuple[int, bool]] = []
         self._pending_matches = None
         self._want = max(sum(l.game.num_envs for l in self.lanes), cfg.matches_per_request)
         self._next_episode = 0
@@ -192,9 +228,9 @@ class RolloutWorkerImpl:
                 lane.episode[e] = self._next_episode
                 self._next_episode += 1
             lane.decisions[:] = 0
-            lane.pending = None
+            lane.pending, lane.prepared = None, False
         self._recorder = EpisodeRecorder()
-        self._results: list[tuple[str, str, float]] = []
+        self._results = ResultColumns()
         self._action_counts = np.zeros(self.num_actions)
         self._env_steps = 0
         inflight: list = []
@@ -206,7 +242,7 @@ class RolloutWorkerImpl:
             self._take_matches(block=False)
             self._poll_refreshes()
             for lane in self.lanes:
-                if lane.pending is not None:
+                if lane.prepared:
                     self._finish(lane)
                 self._prepare(lane)
             if self._recorder.steps >= submit_every:
@@ -215,7 +251,7 @@ class RolloutWorkerImpl:
                 report_ref = self._report(report_ref)
                 last_report = time.time()
         for lane in self.lanes:
-            if lane.pending is not None:
+            if lane.prepared:
                 self._finish(lane)
         # flush: everything finished reaches the coordinator before run() returns
         report_ref = self._report(report_ref)
@@ -225,11 +261,15 @@ class RolloutWorkerImpl:
         return self.get_stats()
 
     def _prepare(self, lane: Lane) -> None:
-        """Choose the learner's actions and send the opponents' requests of one lane."""
+        """Choose the learner's actions and send the opponents' request of one lane.
+
+        All frozen-opponent decisions of the lane (both seats, every opponent)
+        go out as one request; live opponents (learners' current weights) act here.
+        """
         game = lane.game
         movers = game.movers()
         lane.actions = np.full((game.num_envs, 2), NO_ACTION, dtype=np.int64)
-        groups, targets = [], []
+        targets, parts = [], []
         for s in (0, 1):
             acting = movers[:, s]
             mine = np.flatnonzero(acting & (lane.seat == s))
@@ -242,18 +282,30 @@ class RolloutWorkerImpl:
                 self._action_counts += np.bincount(a, minlength=self.num_actions)
                 lane.decisions[mine] += 1
             if theirs.size:
-                obs, mask = game.observe(s, theirs)
-                ids = lane.opp[theirs]
                 live = lane.opp_live[theirs]
-                for agent_id in np.unique(ids).tolist():
-                    rows = np.flatnonzero(ids == agent_id)
-                    if live[rows[0]]:
-                        lane.actions[theirs[rows], s] = self._live_actions(agent_id, obs[rows], mask[rows])
-                    else:
-                        groups.append((agent_id, obs[rows], mask[rows]))
-                        targets.append((theirs[rows], s))
+                if live.any():
+                    self._act_live(lane, theirs[live], s)
+                    theirs = theirs[~live]
+                if theirs.size:
+                    targets.append((theirs, s))
+                    parts.append(game.observe(s, theirs))
         lane.targets = targets
-        lane.pending = self.opponents.submit(groups) if groups else []
+        lane.prepared = True
+        if not targets:
+            lane.pending = None
+            return
+        rows = np.concatenate([t[0] for t in targets])
+        codes, local = np.unique(lane.opp[rows], return_inverse=True)
+        obs = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
+        mask = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+        lane.pending = self.opponents.submit([self._names[c] for c in codes.tolist()], local, obs, mask)
+
+    def _act_live(self, lane: Lane, rows: np.ndarray, s: int) -> None:
+        obs, mask = lane.game.observe(s, rows)
+        codes = lane.opp[rows]
+        for code in np.unique(codes).tolist():
+            sel = codes == code
+            lane.actions[rows[sel], s] = self._live_actions(self._names[code], obs[sel], mask[sel])
 
     def _live_actions(self, agent_id: str, obs, mask) -> np.ndarray:
         if agent_id not in self.live:
@@ -264,27 +316,35 @@ class RolloutWorkerImpl:
 
     def _finish(self, lane: Lane) -> None:
         """Collect the opponents' actions of one lane, step it, and book finished episodes."""
-        if lane.targets:
-            for (rows, s), a in zip(lane.targets, self.opponents.result(lane.pending)):
-                lane.actions[rows, s] = a
-        lane.pending = None
+        if lane.pending is not None:
+            actions = self.opponents.result(lane.pending)
+            start = 0
+            for rows, s in lane.targets:
+                lane.actions[rows, s] = actions[start:start + len(rows)]
+                start += len(rows)
+        lane.pending, lane.prepared = None, False
         result = lane.game.step(lane.actions)
         E = lane.game.num_envs
         self._env_steps += E
         self.stats["env_steps"] += E
-        for e in np.flatnonzero(result.done).tolist():
-            score0 = float(score_from_returns(result.returns[e], self.lo, self.hi))
-            score = score0 if lane.seat[e] == 0 else 1.0 - score0
-            self._results.append((self.learner_id, str(lane.opp[e]), score))
-            if lane.decisions[e]:
-                self._recorder.finish(int(lane.episode[e]), float(result.returns[e, lane.seat[e]]),
-                                      int(lane.decisions[e]))
-            lane.decisions[e] = 0
-            lane.episode[e] = self._next_episode
-            self._next_episode += 1
-            lane.seat[e] = self.rng.integers(0, 2)
+        done = np.flatnonzero(result.done)
+        if not done.size:
+            return
+        seat = lane.seat[done]
+        score0 = score_from_returns(result.returns[done], self.lo, self.hi)
+        scores = np.where(seat == 0, score0, 1.0 - score0)
+        self._results.add(lane.opp[done], scores)
+        played = lane.decisions[done] > 0
+        for e, ret, n in zip(lane.episode[done][played].tolist(), result.returns[done[played], seat[played]].tolist(),
+                             lane.decisions[done][played].tolist()):
+            self._recorder.finish(e, ret, n)
+        lane.decisions[done] = 0
+        lane.episode[done] = np.arange(self._next_episode, self._next_episode + done.size)
+        self._next_episode += done.size
+        lane.seat[done] = self.rng.integers(0, 2, size=done.size)
+        for e in done.tolist():
             lane.opp[e], lane.opp_live[e] = self._next_match()
-            self.stats["episodes"] += 1
+        self.stats["episodes"] += int(done.size)
 
     def _submit(self, rollout: Rollout | None, inflight: list, limit: int) -> list:
         if rollout is None:
@@ -308,8 +368,9 @@ class RolloutWorkerImpl:
             return None
         self.seq += 1
         counts = {self.learner_id: self._action_counts.tolist()}
-        ref = self.coordinator.report_results.remote(self.worker_id, self.seq, self._results, self._env_steps, counts)
-        self._results, self._env_steps = [], 0
+        columns = self._results.take(self.learner_id, self._names)
+        ref = self.coordinator.report_results.remote(self.worker_id, self.seq, columns, self._env_steps, counts)
+        self._env_steps = 0
         self._action_counts = np.zeros(self.num_actions)
         return ref
 

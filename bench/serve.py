@@ -46,7 +46,8 @@ def seeded_pool(folder: Path, n: int, obs_size: int, num_actions: int) -> list[s
     return paths
 
 
-def rollout_rate(mode: str, seconds: float, storage: Path, seeds: list[str], game: str, envs: int, port: int) -> float:
+def rollout_rate(mode: str, seconds: float, storage: Path, seeds: list[str], game: str, envs: int, port: int,
+                 overrides: list[str]) -> float:
     import ray
 
     from actors.launch import League, load
@@ -56,7 +57,7 @@ def rollout_rate(mode: str, seconds: float, storage: Path, seeds: list[str], gam
                       "roles.main_agent.sampling=pfsp", "evaluator.count=0", "policy.hidden=[64,64]",
                       f"rollout.envs_per_worker={envs}", f"rollout.opponent_inference={mode}",
                       "roles.main_agent.snapshot_every_steps=100000000", f"serve.port={port}",
-                      f"league.seed_snapshots={json.dumps(seeds)}"])
+                      f"league.seed_snapshots={json.dumps(seeds)}", *overrides])
     league = League(cfg, info)
     try:
         league.supervise()
@@ -91,10 +92,11 @@ def inference_rates(obs_size: int, num_actions: int, seed_path: str, batch_sizes
 
         @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.002)
         async def act(self, reqs):
-            return run_grouped(reqs, lambda a, o, m: self.model.act(o, m, generator=self.rng)[0])
+            return run_grouped(reqs, lambda ids, obs, masks: [self.model.act(o, m, generator=self.rng)[0]
+                                                              for o, m in zip(obs, masks)])
 
         async def __call__(self, obs, mask):
-            return await self.act(("x", obs, mask))
+            return await self.act((["x"], np.zeros(len(obs), dtype=np.int64), obs, mask))
 
     handle = serve.run(Bench.bind(Path(seed_path).read_bytes()), name="bench_inference", route_prefix=None)
     rng = np.random.default_rng(0)
@@ -166,8 +168,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.serve")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--game", default="kuhn_poker")
-    parser.add_argument("--envs", type=int, default=1024)
+    parser.add_argument("--envs", type=int, default=2048, help="environments per rollout worker")
+    parser.add_argument("--repeats", type=int, default=2, help="rollout runs per mode (the median is reported)")
     parser.add_argument("--port", type=int, default=8011)
+    parser.add_argument("--rollout-only", action="store_true", help="measure only the rollout ratio")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override for both rollout runs (e.g. rollout.lanes=3)")
     args = parser.parse_args(argv)
     import ray
 
@@ -179,10 +185,16 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="bench_serve_") as tmp:
             tmp = Path(tmp)
             seeds = seeded_pool(tmp, 8, info.obs_size, info.num_actions)
-            rates = {}
-            for mode in ("inprocess", "serve"):
-                rates[mode] = rollout_rate(mode, args.seconds, tmp / mode, seeds, args.game, args.envs, args.port)
-                print(f"rollout with {mode} opponents: {rates[mode]:,.0f} env steps/s", flush=True)
+            runs: dict[str, list[float]] = {"inprocess": [], "serve": []}
+            for r in range(args.repeats):  # alternate, so slow drifts of the machine hit both modes alike
+                for mode in runs:
+                    runs[mode].append(rollout_rate(mode, args.seconds, tmp / f"{mode}{r}", seeds, args.game, args.envs,
+                                                   args.port, args.set))
+                    print(f"rollout with {mode} opponents: {runs[mode][-1]:,.0f} env steps/s", flush=True)
+            rates = {mode: statistics.median(v) for mode, v in runs.items()}
+            inference, latency = {}, {}
+            if args.rollout_only:
+                return report(args, rates, inference, latency)
             inference = inference_rates(info.obs_size, info.num_actions, seeds[0], [1, 16, 64, 256, 1024])
             for n, r in inference.items():
                 print(f"inference batch {n:>5}: served {r['served_obs_per_s']:>10,.0f} obs/s, "
@@ -192,8 +204,12 @@ def main(argv=None) -> int:
                   f"({latency['clients']} concurrent clients)", flush=True)
     finally:
         ray.shutdown()
-    print(json.dumps({"bench": "serve", "game": args.game, "envs_per_worker": args.envs,
-                      "rollout_env_steps_per_s": rates, "inference": inference, "nash_act_latency": latency,
+    return report(args, rates, inference, latency)
+
+
+def report(args, rates: dict, inference: dict, latency: dict) -> int:
+    print(json.dumps({"bench": "serve", "game": args.game, "envs_per_worker": args.envs, "overrides": args.set,
+                      "rollout_env_steps_per_s": rates, "repeats": args.repeats, "inference": inference, "nash_act_latency": latency,
                       "rollout_ratio_served_to_inprocess": rates["serve"] / rates["inprocess"]}))
     return 0
 

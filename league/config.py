@@ -125,6 +125,7 @@ class RolloutConfig:
     max_inflight_batches: int = 2
     results_batch_size: int = 512
     opponent_inference: str = "inprocess"
+    lanes: int = 2  # sub-vectors a worker alternates between while served requests are in flight
     matches_per_request: int = 64
 
 
@@ -198,7 +199,7 @@ class Config:
         if self.policy.activation not in ("tanh", "relu"):
             raise ConfigError("policy.activation", f"must be tanh or relu, got {self.policy.activation!r}")
         for name in ("workers_per_learner", "envs_per_worker", "steps_per_batch", "max_inflight_batches",
-                     "results_batch_size", "matches_per_request"):
+                     "results_batch_size", "matches_per_request", "lanes"):
             _positive(f"rollout.{name}", getattr(self.rollout, name))
         if self.rollout.opponent_inference not in ("inprocess", "serve"):
             raise ConfigError("rollout.opponent_inference", f"must be inprocess or serve, got {self.rollout.opponent_inference!r}")

@@ -23,7 +23,7 @@ import numpy as np
 
 from league.config import Config
 from league.elo import EloTable
-from league.matchmaking import LeagueView, Match, choose_match
+from league.matchmaking import CachedWinRates, LeagueView, Match, choose_matches
 from league.nash import NashSolver, meta_exploitability, nash_entropy
 from league.payoff import PayoffTable
 from league.pool import AgentPool, AgentRecord, AgentType
@@ -79,6 +79,34 @@ class Result:
     a: str
     b: str
     score: float
+
+
+def results_from_columns(columns: dict[str, Any]) -> list[Result]:
+    """Results sent as columns: ``{"agents": [ids], "a": [i], "b": [j], "score": [s]}``
+    means ``agents[a[k]]`` scored ``score[k]`` against ``agents[b[k]]``.
+
+    Rollout workers report thousands of games a second; columns of small ints
+    and floats cost far less to send and decode than a list of tuples.
+    """
+    if not isinstance(columns, dict):
+        raise ValueError(f"results must be a list of (a, b, score) or a dict of columns, got {type(columns).__name__}")
+    agents = columns.get("agents")
+    if not isinstance(agents, (list, tuple)) or not all(isinstance(x, str) for x in agents):
+        raise ValueError("results columns need 'agents', a list of agent ids")
+    try:
+        a = np.asarray(columns["a"])
+        b = np.asarray(columns["b"])
+        score = np.asarray(columns["score"], dtype=np.float64)
+    except KeyError as exc:
+        raise ValueError(f"results columns need {exc.args[0]!r}") from None
+    if not (a.ndim == b.ndim == score.ndim == 1 and len(a) == len(b) == len(score)):
+        raise ValueError("results columns a, b and score must be 1-D of one length")
+    if len(a) and not (np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer)):
+        raise ValueError("results columns a and b must be integer indices into agents")
+    if len(a) and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= len(agents)):
+        raise ValueError(f"results columns a and b must index agents (0..{len(agents) - 1})")
+    names = list(agents)
+    return [Result(names[i], names[j], s) for i, j, s in zip(a.tolist(), b.tolist(), score.tolist())]
 
 
 def summarize(results: Sequence[Result]) -> list[dict[str, Any]]:
@@ -166,7 +194,8 @@ class League:
 
     # -- matchmaking -------------------------------------------------------
     def view(self) -> LeagueView:
-        return LeagueView(self.pool, self.payoff, {l: s.role for l, s in self.learners.items()}, self.nash.support())
+        return LeagueView(self.pool, CachedWinRates(self.payoff), {l: s.role for l, s in self.learners.items()},
+                          self.nash.support())
 
     def next_matches(self, learner_id: str, n: int) -> list[Match]:
         state = self._learner(learner_id)
@@ -174,7 +203,7 @@ class League:
             raise ValueError(f"number of matches must be in [1, 100000], got {n}")
         view = self.view()
         cfg = self.cfg.role(state.role)
-        return [choose_match(learner_id, state.role, cfg, view, self.rng) for _ in range(n)]
+        return choose_matches(learner_id, state.role, cfg, view, self.rng, n)
 
     def _learner(self, learner_id: str) -> LearnerState:
         try:

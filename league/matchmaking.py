@@ -16,7 +16,7 @@ self-play are configurations of the same league.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -161,14 +161,34 @@ class Match:
     branch: str
 
 
+class CachedWinRates:
+    """Memoizes ``win_rates_for`` while nothing changes (one batch of draws)."""
+
+    def __init__(self, inner: WinRates):
+        self.inner = inner
+        self._memo: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
+
+    def win_rates_for(self, a: str, ids: Sequence[str]) -> np.ndarray:
+        key = (a, tuple(ids))
+        rates = self._memo.get(key)
+        if rates is None:
+            rates = self._memo[key] = self.inner.win_rates_for(a, ids)
+        return rates
+
+
 @dataclass
 class LeagueView:
-    """What role rules read: the pool, win rates, live learners, the Nash."""
+    """What role rules read: the pool, win rates, live learners, the Nash.
+
+    A view is a frozen moment of the league: draws made from one view may
+    share work (``pfsp_cache`` holds the PFSP distributions computed so far).
+    """
 
     pool: AgentPool
     win_rates: WinRates
     learners: Mapping[str, AgentType]
     nash_weights: Mapping[str, float]
+    pfsp_cache: dict = field(default_factory=dict)
 
     def main_learners(self) -> list[str]:
         return [l for l, t in self.learners.items() if t == AgentType.MAIN_AGENT]
@@ -199,10 +219,50 @@ def choose_match(learner_id: str, role: AgentType, cfg: RoleConfig, view: League
     return _league_exploiter(learner_id, cfg, view, rng)
 
 
+def choose_matches(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, rng: np.random.Generator,
+                   n: int) -> list[Match]:
+    """``n`` independent draws of ``choose_match``, vectorized where the rule allows.
+
+    The coordinator hands out matches by the thousand; the ``self``, ``latest``,
+    ``nash`` and ``pfsp`` rules draw from one fixed distribution per view, so
+    they are sampled at once. The ``alphastar`` rules branch per draw.
+    """
+    snapshots = view.pool.ids()
+    if cfg.sampling in ("self", "latest") or (not snapshots and cfg.sampling != "alphastar"):
+        return [choose_match(learner_id, role, cfg, view, rng)] * n  # no randomness: the same match n times
+    if cfg.sampling == "nash":
+        ids = [a for a, w in view.nash_weights.items() if w > 0 and a in view.pool]
+        if ids:
+            w = np.array([view.nash_weights[a] for a in ids])
+            return [Match(learner_id, ids[i], False, "nash") for i in rng.choice(len(ids), size=n, p=w / w.sum())]
+        candidates, branch = snapshots, "nash_fallback_pfsp"
+    elif cfg.sampling == "pfsp":
+        candidates, branch = snapshots, "pfsp"
+    else:
+        return [choose_match(learner_id, role, cfg, view, rng) for _ in range(n)]
+    cdf = _pfsp_cdf(learner_id, candidates, cfg, view, cfg.pfsp_weighting)
+    return [Match(learner_id, candidates[i], False, branch) for i in _draw(cdf, rng, n)]
+
+
+def _pfsp_cdf(learner_id, candidates, cfg: RoleConfig, view: LeagueView, weighting) -> np.ndarray:
+    """Cumulative PFSP distribution over ``candidates``, computed once per view."""
+    key = (learner_id, tuple(candidates), weighting if isinstance(weighting, str) else id(weighting), cfg.pfsp_exponent)
+    cdf = view.pfsp_cache.get(key)
+    if cdf is None:
+        rates = view.win_rates.win_rates_for(learner_id, candidates)
+        cdf = view.pfsp_cache[key] = np.cumsum(pfsp_probabilities(rates, weighting, cfg.pfsp_exponent))
+    return cdf
+
+
+def _draw(cdf: np.ndarray, rng: np.random.Generator, n: int) -> list[int]:
+    """``n`` indices drawn from a cumulative distribution (inverse CDF)."""
+    idx = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
+    return np.minimum(idx, len(cdf) - 1).tolist()
+
+
 def _pfsp(learner_id, candidates, cfg: RoleConfig, view: LeagueView, rng, branch, weighting=None) -> Match:
-    rates = view.win_rates.win_rates_for(learner_id, candidates)
-    probs = pfsp_probabilities(rates, weighting or cfg.pfsp_weighting, cfg.pfsp_exponent)
-    return Match(learner_id, candidates[int(rng.choice(len(candidates), p=probs))], False, branch)
+    cdf = _pfsp_cdf(learner_id, candidates, cfg, view, weighting or cfg.pfsp_weighting)
+    return Match(learner_id, candidates[_draw(cdf, rng, 1)[0]], False, branch)
 
 
 def _main_agent(learner_id, cfg: RoleConfig, view: LeagueView, rng) -> Match:

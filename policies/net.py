@@ -137,16 +137,61 @@ class ActorCritic(nn.Module):
         if deterministic:
             actions = logits.argmax(-1)
         elif isinstance(generator, np.random.Generator):
-            probs = logp_all.exp().numpy()
-            cdf = probs.cumsum(axis=1)
-            u = generator.random(cdf.shape[0]) * cdf[:, -1]
-            idx = np.minimum((cdf <= u[:, None]).sum(axis=1), cdf.shape[1] - 1)
-            rows = np.arange(len(idx))
-            off = probs[rows, idx] == 0  # only by rounding at the top of the cdf
-            if off.any():
-                idx[off] = np.where(probs[off] > 0, np.arange(cdf.shape[1]), -1).max(axis=1)
-            actions = torch.from_numpy(idx)
+            actions = torch.from_numpy(sample_rows(logp_all.exp().numpy(), generator))
         else:
             actions = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
         logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         return actions.numpy().astype(np.int64), logp.numpy().astype(np.float32), value.numpy().astype(np.float32)
+
+
+def sample_rows(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per row of ``probs`` (B, A) by inverse CDF, one uniform per row;
+    never an action of probability 0."""
+    cdf = probs.cumsum(axis=1)
+    u = rng.random(cdf.shape[0]) * cdf[:, -1]
+    idx = np.minimum((cdf <= u[:, None]).sum(axis=1), cdf.shape[1] - 1)
+    off = probs[np.arange(len(idx)), idx] == 0  # only by rounding at the top of the cdf
+    if off.any():
+        idx[off] = np.where(probs[off] > 0, np.arange(cdf.shape[1]), -1).max(axis=1)
+    return idx.astype(np.int64)
+
+
+@torch.inference_mode()
+def stacked_probs(models: list[ActorCritic], obs: list[np.ndarray], masks: list[np.ndarray]) -> list[np.ndarray]:
+    """Action probabilities of several policies, each on its own batch, in one pass.
+
+    Policies of one spec (every snapshot of a league) are evaluated together:
+    their layers are stacked and the batches padded to the longest, so G
+    policies cost a few batched matrix products instead of G forward passes.
+    Policies of different specs fall back to one pass each.
+    """
+    if len(models) == 1 or len({m.spec for m in models}) > 1:
+        return [m.probs(o, k) for m, o, k in zip(models, obs, masks)]
+    sizes = [len(o) for o in obs]
+    G, n = len(models), max(sizes)
+    x = torch.zeros((G, n, models[0].spec.obs_size))
+    mask = torch.ones((G, n, models[0].spec.num_actions), dtype=torch.bool)
+    for g, (o, k) in enumerate(zip(obs, masks)):
+        x[g, :sizes[g]] = _as_tensor(o, torch.float32)
+        mask[g, :sizes[g]] = _as_tensor(k, torch.bool)
+    linears = [i for i, m in enumerate(models[0].trunk) if isinstance(m, nn.Linear)]
+    for i in range(len(models[0].trunk)):
+        if i in linears:
+            w = torch.stack([m.trunk[i].weight for m in models])  # (G, out, in)
+            b = torch.stack([m.trunk[i].bias for m in models]).unsqueeze(1)  # (G, 1, out)
+            x = torch.baddbmm(b, x, w.transpose(1, 2))
+        else:
+            x = models[0].trunk[i](x)  # the activation: no parameters
+    w = torch.stack([m.policy_head.weight for m in models])
+    b = torch.stack([m.policy_head.bias for m in models]).unsqueeze(1)
+    logits = torch.baddbmm(b, x, w.transpose(1, 2)).masked_fill(~mask, ILLEGAL_LOGIT)
+    probs = torch.softmax(logits, dim=-1).numpy()
+    return [probs[g, :sizes[g]] for g in range(G)]
+
+
+def stacked_act(models: list[ActorCritic], obs: list[np.ndarray], masks: list[np.ndarray],
+                rng: np.random.Generator) -> list[np.ndarray]:
+    """Sampled actions of several policies, each on its own batch (``stacked_probs``)."""
+    probs = stacked_probs(models, obs, masks)
+    actions = sample_rows(np.concatenate(probs), rng)
+    return np.split(actions, np.cumsum([len(p) for p in probs])[:-1])

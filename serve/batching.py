@@ -1,11 +1,18 @@
 """Batching logic of the opponents deployment, as plain functions.
 
-``@serve.batch`` hands the deployment a list of requests from many rollout
-workers; each request carries a whole vector of observations for one frozen
-agent. ``run_grouped`` concatenates the requests of each agent id and runs one
-forward pass per id, then splits the actions back per request. Kept free of
-Ray so it is unit-tested directly (``@serve.batch`` does not run under Serve's
-local testing mode).
+A request carries every frozen-opponent decision of one vector step of one
+rollout worker: ``(agent_ids, codes, obs, mask)`` where row ``i`` is played by
+``agent_ids[codes[i]]``. One request per vector step, not one per opponent: a
+Serve call costs milliseconds of client CPU whatever its size (RAY_NOTES.md),
+so the number of calls, not the number of observations, decides throughput.
+
+``@serve.batch`` hands the deployment a list of such requests from many
+workers; ``run_grouped`` gathers the rows of each agent id across all of them,
+hands every id's rows to one ``forward`` call (which evaluates all the
+policies in one stacked pass, ``policies.net.stacked_act``), and scatters the
+actions back per request. Kept
+free of Ray so it is unit-tested directly (``@serve.batch`` does not run under
+Serve's local testing mode).
 """
 
 from __future__ import annotations
@@ -14,20 +21,27 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-Forward = Callable[[str, np.ndarray, np.ndarray], np.ndarray]
+# (agent ids, obs of each, masks of each) -> actions of each
+Forward = Callable[[list[str], list[np.ndarray], list[np.ndarray]], list[np.ndarray]]
+Request = tuple[list[str], np.ndarray, np.ndarray, np.ndarray]  # agent ids, per-row index into them, obs, mask
 
 
-def validate_request(req: dict, obs_size: int | None = None, num_actions: int | None = None) -> tuple[str, np.ndarray, np.ndarray]:
-    """(agent_id, obs float32 (n, D), mask bool (n, A)) from a request dict; ValueError if malformed."""
-    if not isinstance(req, dict):
-        raise ValueError(f"a request must be a dict, got {type(req).__name__}")
-    agent_id = req.get("agent_id")
-    if not isinstance(agent_id, str) or not agent_id:
-        raise ValueError("request needs a non-empty string agent_id")
-    obs = np.asarray(req.get("obs"), dtype=np.float32)
-    mask = np.asarray(req.get("mask"), dtype=bool)
+def validate_request(agent_ids, codes, obs, mask, obs_size: int | None = None,
+                     num_actions: int | None = None) -> Request:
+    """(agent_ids, codes int64 (n,), obs float32 (n, D), mask bool (n, A)); ValueError if malformed."""
+    if isinstance(agent_ids, str) or not isinstance(agent_ids, (list, tuple)) or not agent_ids:
+        raise ValueError("agent_ids must be a non-empty list of agent ids")
+    if not all(isinstance(a, str) and a for a in agent_ids):
+        raise ValueError("every agent id must be a non-empty string")
+    obs = np.asarray(obs, dtype=np.float32)
+    mask = np.asarray(mask, dtype=bool)
+    codes = np.asarray(codes)
     if obs.ndim != 2 or mask.ndim != 2 or len(obs) != len(mask) or len(obs) == 0:
         raise ValueError(f"obs and mask must be non-empty 2-D arrays with the same rows, got {obs.shape} and {mask.shape}")
+    if codes.shape != (len(obs),) or not np.issubdtype(codes.dtype, np.integer):
+        raise ValueError(f"codes must be {len(obs)} integers, got shape {codes.shape} of {codes.dtype}")
+    if codes.min() < 0 or codes.max() >= len(agent_ids):
+        raise ValueError(f"codes must index agent_ids (0..{len(agent_ids) - 1})")
     if obs_size is not None and obs.shape[1] != obs_size:
         raise ValueError(f"observations have {obs.shape[1]} features, the game has {obs_size}")
     if num_actions is not None and mask.shape[1] != num_actions:
@@ -36,22 +50,41 @@ def validate_request(req: dict, obs_size: int | None = None, num_actions: int | 
         raise ValueError("observations contain NaN or inf")
     if not mask.any(axis=1).all():
         raise ValueError("every mask needs at least one legal action")
-    return agent_id, obs, mask
+    return list(agent_ids), codes.astype(np.int64, copy=False), obs, mask
 
 
-def run_grouped(requests: Sequence[tuple[str, np.ndarray, np.ndarray]], forward: Forward) -> list[np.ndarray]:
-    """Actions for each request, with one ``forward(agent_id, obs, mask)`` per distinct id."""
-    by_id: dict[str, list[int]] = {}
-    for i, (agent_id, _, _) in enumerate(requests):
-        by_id.setdefault(agent_id, []).append(i)
-    out: list[np.ndarray | None] = [None] * len(requests)
-    for agent_id, idx in by_id.items():
-        obs = np.concatenate([requests[i][1] for i in idx])
-        mask = np.concatenate([requests[i][2] for i in idx])
-        actions = np.asarray(forward(agent_id, obs, mask))
+def rows_by_code(codes: np.ndarray, n_codes: int) -> list[np.ndarray]:
+    """Row indices of each code, in row order."""
+    order = np.argsort(codes, kind="stable")
+    bounds = np.cumsum(np.bincount(codes, minlength=n_codes))[:-1]
+    return np.split(order, bounds)
+
+
+def run_grouped(requests: Sequence[Request], forward: Forward) -> list[np.ndarray]:
+    """Actions for each request's rows, with one ``forward`` over the rows of every distinct id."""
+    by_id: dict[str, list[tuple[int, np.ndarray | slice]]] = {}
+    for r, (agent_ids, codes, _, _) in enumerate(requests):
+        if len(agent_ids) == 1:
+            by_id.setdefault(agent_ids[0], []).append((r, slice(None)))
+            continue
+        for agent_id, rows in zip(agent_ids, rows_by_code(codes, len(agent_ids))):
+            if rows.size:
+                by_id.setdefault(agent_id, []).append((r, rows))
+    ids = list(by_id)
+    obs, masks = [], []
+    for parts in by_id.values():
+        if len(parts) == 1:
+            r, rows = parts[0]
+            obs.append(requests[r][2][rows])
+            masks.append(requests[r][3][rows])
+        else:
+            obs.append(np.concatenate([requests[r][2][rows] for r, rows in parts]))
+            masks.append(np.concatenate([requests[r][3][rows] for r, rows in parts]))
+    out = [np.empty(len(req[2]), dtype=np.int64) for req in requests]
+    for parts, actions in zip(by_id.values(), forward(ids, obs, masks) if ids else []):
         start = 0
-        for i in idx:
-            n = len(requests[i][1])
-            out[i] = actions[start:start + n]
+        for r, rows in parts:
+            n = len(out[r][rows])
+            out[r][rows] = actions[start:start + n]
             start += n
-    return out  # type: ignore[return-value]
+    return out

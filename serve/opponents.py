@@ -4,7 +4,7 @@ One deployment holds every frozen snapshot by id (an LRU bounded by
 ``serve.lru_size``), loads a snapshot from the coordinator on first use (so new
 snapshots need no redeploy), batches requests across rollout workers with
 ``@serve.batch`` and runs one forward pass per snapshot id per batch
-(``serve.batching.run_grouped``). A request carries a whole vector of
+(``serve.batching.run_grouped``), all ids stacked into one pass. A request carries a whole vector of
 observations for one snapshot: single-observation calls are ~100x slower
 (RAY_NOTES.md).
 
@@ -28,6 +28,7 @@ import torch
 from ray import serve
 
 from monitoring.metrics import LeagueMetrics
+from policies.net import stacked_act
 from policies.snapshot import policy_from_bytes
 from serve.batching import run_grouped, validate_request
 
@@ -54,9 +55,12 @@ class Opponents:
         self._act_batch.set_max_batch_size(max_batch_size)
         self._act_batch.set_batch_wait_timeout_s(batch_wait_timeout_s)
 
-    async def act(self, agent_id: str, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """Actions of frozen agent ``agent_id`` for a vector of observations."""
-        request = validate_request({"agent_id": agent_id, "obs": obs, "mask": mask})
+    async def act(self, agent_ids: list[str], codes: np.ndarray, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Actions for a vector of observations; row ``i`` is played by ``agent_ids[codes[i]]``.
+
+        One call carries every frozen-opponent decision of a worker's vector step.
+        """
+        request = validate_request(agent_ids, codes, obs, mask)
         result = await self._act_batch(request)
         if isinstance(result, Exception):
             raise result
@@ -79,25 +83,23 @@ class Opponents:
         return model
 
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.002)
-    async def _act_batch(self, requests: list[tuple[str, np.ndarray, np.ndarray]]) -> list:
+    async def _act_batch(self, requests: list) -> list:
         start = time.perf_counter()
         models, errors = {}, {}
-        for agent_id in {r[0] for r in requests}:
+        for agent_id in {a for r in requests for a in r[0]}:
             try:
                 models[agent_id] = await self._model(agent_id)
             except UnknownAgent as exc:
                 errors[agent_id] = exc
-        good = [i for i, r in enumerate(requests) if r[0] not in errors]
+        out: list = [next((errors[a] for a in r[0] if a in errors), None) for r in requests]
+        good = [i for i, failed in enumerate(out) if failed is None]
 
-        def forward(agent_id, obs, mask):
-            self.metrics.observe("batch_size", len(obs))
-            with torch.inference_mode():
-                return models[agent_id].act(obs, mask, generator=self.rng)[0]
+        def forward(agent_ids, obs, masks):
+            self.metrics.observe("batch_size", sum(len(o) for o in obs))
+            return stacked_act([models[a] for a in agent_ids], obs, masks, self.rng)
 
-        actions = run_grouped([requests[i] for i in good], forward)
-        out: list = [errors.get(r[0]) for r in requests]
-        for i, a in zip(good, actions):
-            out[i] = a
+        for i, actions in zip(good, run_grouped([requests[i] for i in good], forward)):
+            out[i] = actions
         self.metrics.observe("inference_seconds", time.perf_counter() - start)
         return out
 
@@ -108,23 +110,25 @@ def deploy_opponents(cfg) -> None:
         max_ongoing_requests=cfg.serve.max_ongoing_requests,
         graceful_shutdown_timeout_s=5, graceful_shutdown_wait_loop_s=0.5,
         ray_actor_options={"num_cpus": cfg.serve.num_cpus},
+        # an access-log line per rollout request costs CPU and says nothing new
+        logging_config={"enable_access_log": False},
     ).bind(cfg.ray.coordinator_name, cfg.ray.namespace, cfg.serve.lru_size, cfg.serve.max_batch_size,
            cfg.serve.batch_wait_timeout_s, cfg.run.seed)
     serve.run(app, name=APP_NAME, route_prefix=None)
 
 
 class ServedOpponents:
-    """The rollout worker's side: ``submit`` sends one request per frozen
-    opponent and returns at once; ``result`` waits for the actions."""
+    """The rollout worker's side: ``submit`` sends one request for a whole
+    vector step and returns at once; ``result`` waits for the actions."""
 
     def __init__(self):
         self.handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME)
 
-    def submit(self, groups):
-        return [self.handle.act.remote(agent_id, obs, mask) for agent_id, obs, mask in groups]
+    def submit(self, agent_ids: list[str], codes: np.ndarray, obs: np.ndarray, mask: np.ndarray):
+        return self.handle.act.remote(agent_ids, codes, obs, mask)
 
-    def result(self, pending) -> list[np.ndarray]:
-        return [r.result() for r in pending]
+    def result(self, pending) -> np.ndarray:
+        return pending.result()
 
-    def act(self, groups) -> list[np.ndarray]:
-        return self.result(self.submit(groups))
+    def act(self, agent_ids, codes, obs, mask) -> np.ndarray:
+        return self.result(self.submit(agent_ids, codes, obs, mask))

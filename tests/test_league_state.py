@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from league.config import load_config
-from league.league import League, Result
+from league.league import League, Result, results_from_columns
 from league.store import LeagueStore
 
 
@@ -42,6 +42,29 @@ def test_bad_results_change_nothing(cfg):
     assert league.counters["games"] == 0
     with pytest.raises(ValueError, match="unknown learner"):
         league.next_matches("nobody", 3)
+
+
+def test_results_sent_as_columns_decode_to_the_same_results():
+    cols = {"agents": ["m", "x", "y"], "a": np.array([0, 0, 2]), "b": np.array([1, 2, 1]), "score": np.array([1.0, 0.25, 0.5])}
+    assert results_from_columns(cols) == [Result("m", "x", 1.0), Result("m", "y", 0.25), Result("y", "x", 0.5)]
+    assert results_from_columns({"agents": [], "a": [], "b": [], "score": []}) == []
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"agents": "m"}, "list of agent ids"),
+    ({"agents": ["m", 3]}, "list of agent ids"),
+    ({"a": np.array([0, 3])}, "index agents"),
+    ({"b": np.array([-1, 0])}, "index agents"),
+    ({"a": np.array([0.0, 1.0])}, "integer"),
+    ({"score": np.array([1.0])}, "one length"),
+    ({"a": np.zeros((2, 1), dtype=int)}, "1-D"),
+])
+def test_malformed_result_columns_raise_value_error(change, match):
+    cols = {"agents": ["m", "x"], "a": np.array([0, 0]), "b": np.array([1, 1]), "score": np.array([1.0, 0.0]), **change}
+    with pytest.raises(ValueError, match=match):
+        results_from_columns(cols)
+    with pytest.raises(ValueError, match="'score'"):
+        results_from_columns({"agents": ["m"], "a": [0], "b": [0]})
 
 
 def test_main_exploiter_snapshots_on_beating_the_main_agent_and_always_resets(cfg):

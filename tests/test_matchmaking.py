@@ -3,7 +3,7 @@ import pytest
 
 from league import AgentPool, AgentType, LeagueMatchmaker, PayoffTable, pfsp_probabilities, pfsp_weights
 from league.config import Config
-from league.matchmaking import LeagueView, choose_match, f_hard, f_linear_capped, f_var
+from league.matchmaking import LeagueView, choose_match, choose_matches, f_hard, f_linear_capped, f_var
 
 
 def test_pfsp_weightings_equal_their_formulas():
@@ -115,6 +115,39 @@ def test_sampling_modes_nash_latest_self():
     cfg.sampling = "self"
     m = choose_match("main", AgentType.MAIN_AGENT, cfg, view, rng)
     assert (m.opponent_id, m.live) == ("main", True)
+
+
+@pytest.mark.parametrize("sampling, weights", [("pfsp", None), ("nash", {"main-v1": 0.2, "main-v3": 0.5, "mx-v1": 0.3})])
+def test_batched_draws_follow_the_rule_distribution(sampling, weights):
+    """choose_matches(n) draws i.i.d. from the same distribution as n calls of choose_match."""
+    from scipy.stats import chisquare
+
+    view, table = _league_view()
+    for a, score in zip(view.pool.ids(), (0.2, 0.5, 0.7, 0.9)):
+        table.record_batch(["lx"] * 50, [a] * 50, [score] * 50)
+    view.nash_weights = weights or {}
+    cfg = Config().roles.league_exploiter
+    cfg.sampling = sampling
+    ids = view.pool.ids()
+    if weights is None:
+        expected = pfsp_probabilities(table.win_rates_for("lx", ids), cfg.pfsp_weighting, cfg.pfsp_exponent)
+    else:
+        expected = np.array([weights.get(a, 0.0) for a in ids])
+    n = 20000
+    matches = choose_matches("lx", AgentType.LEAGUE_EXPLOITER, cfg, view, np.random.default_rng(1), n)
+    assert {m.branch for m in matches} == {sampling} and not any(m.live for m in matches)
+    counts = np.array([sum(m.opponent_id == a for m in matches) for a in ids])
+    assert counts[expected == 0].sum() == 0
+    keep = expected > 0
+    assert chisquare(counts[keep], expected[keep] * n).pvalue > 1e-4
+
+
+def test_batched_draws_fall_back_per_draw_for_alphastar_rules():
+    view, table = _league_view()
+    cfg = Config().roles.main_agent
+    matches = choose_matches("main", AgentType.MAIN_AGENT, cfg, view, np.random.default_rng(0), 4000)
+    freq = sum(m.branch == "self_play" for m in matches) / 4000
+    assert abs(freq - cfg.self_play) < 4 * np.sqrt(cfg.self_play * (1 - cfg.self_play) / 4000)
 
 
 def test_capped_and_variance_helpers():

@@ -12,7 +12,7 @@ import torch
 from envs import make_game
 from envs.gym import uniform_opponent
 from policies.exploitability import expected_returns, nash_conv_of_policy, nash_conv_uniform
-from policies.net import ActorCritic, PolicySpec
+from policies.net import ActorCritic, PolicySpec, stacked_act, stacked_probs
 from policies.ppo import PPOConfig, compute_gae, make_optimizer, ppo_update
 from policies.rollout import Rollout, collect_rollout
 from policies.snapshot import (
@@ -83,6 +83,36 @@ def test_sampling_is_reproducible_with_a_generator_and_matches_probabilities():
         np.testing.assert_array_equal(a1, a2)
         freq = np.bincount(a1, minlength=5) / len(a1)
         np.testing.assert_allclose(freq, p, atol=0.015)  # > 4 sigma at n = 20000
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_stacked_policies_give_each_policys_own_probabilities(activation):
+    rng = np.random.default_rng(0)
+    models = []
+    for seed in range(5):
+        torch.manual_seed(seed)
+        models.append(ActorCritic(PolicySpec(7, 5, hidden=(16, 8), activation=activation)))
+        for prm in models[-1].parameters():  # away from the near-uniform initial head
+            prm.data.normal_(0, 1)
+    sizes = [3, 1, 12, 7, 2]
+    obs = [rng.standard_normal((n, 7)).astype(np.float32) for n in sizes]
+    masks = [rng.random((n, 5)) < 0.6 for n in sizes]
+    for k in masks:
+        k[:, 0] = True
+    stacked = stacked_probs(models, obs, masks)
+    for m, o, k, got in zip(models, obs, masks, stacked):
+        np.testing.assert_allclose(got, m.probs(o, k), atol=1e-5)
+        assert (got[~k] == 0).all()
+    actions = stacked_act(models, obs, masks, np.random.default_rng(1))
+    assert [len(a) for a in actions] == sizes
+    assert all(k[np.arange(len(a)), a].all() for a, k in zip(actions, masks))
+
+
+def test_stacked_policies_of_different_shapes_fall_back_to_one_pass_each():
+    a, b = ActorCritic(PolicySpec(3, 2, hidden=(4,))), ActorCritic(PolicySpec(3, 2, hidden=(6,)))
+    obs, masks = [np.ones((2, 3), np.float32)] * 2, [np.ones((2, 2), bool)] * 2
+    for m, got in zip((a, b), stacked_probs([a, b], obs, masks)):
+        np.testing.assert_allclose(got, m.probs(obs[0], masks[0]), atol=1e-6)
 
 
 def test_reset_parameters_gives_a_fresh_near_uniform_policy():

@@ -4,34 +4,48 @@ import numpy as np
 import pytest
 
 from serve.api import BadRequest, member_for_episode, parse_act_request
-from serve.batching import run_grouped, validate_request
+from serve.batching import rows_by_code, run_grouped, validate_request
 
 
-def test_run_grouped_makes_one_forward_per_id_and_splits_back_in_order():
+def test_run_grouped_makes_one_forward_per_id_across_requests_and_scatters_back():
     calls = []
 
-    def forward(agent_id, obs, mask):
-        calls.append((agent_id, len(obs)))
-        return obs[:, 0].astype(int) * 10 + (1 if agent_id == "b" else 0)
+    def forward(agent_ids, obs, masks):
+        calls.append([(a, o[:, 0].tolist()) for a, o in zip(agent_ids, obs)])
+        return [o[:, 0].astype(int) * 10 + (1 if a == "b" else 0) for a, o in zip(agent_ids, obs)]
 
-    reqs = [("a", np.array([[1.0], [2.0]]), np.ones((2, 2), bool)),
-            ("b", np.array([[3.0]]), np.ones((1, 2), bool)),
-            ("a", np.array([[4.0]]), np.ones((1, 2), bool))]
+    obs = np.array([[1.0], [2.0], [3.0], [4.0]])
+    reqs = [(["a", "b"], np.array([0, 1, 0, 1]), obs, np.ones((4, 2), bool)),
+            (["b"], np.array([0]), np.array([[5.0]]), np.ones((1, 2), bool)),
+            (["c", "a"], np.array([1, 1]), np.array([[6.0], [7.0]]), np.ones((2, 2), bool))]
     out = run_grouped(reqs, forward)
-    assert sorted(calls) == [("a", 3), ("b", 1)]
-    assert [o.tolist() for o in out] == [[10, 20], [31], [40]]
+    assert len(calls) == 1  # one pass over every id of the batch
+    assert sorted(calls[0]) == [("a", [1.0, 3.0, 6.0, 7.0]), ("b", [2.0, 4.0, 5.0])]  # nothing for unused "c"
+    assert [o.tolist() for o in out] == [[10, 21, 30, 41], [51], [60, 70]]
 
 
-@pytest.mark.parametrize("req, match", [
-    ({"agent_id": "", "obs": [[1.0]], "mask": [[True]]}, "agent_id"),
-    ({"agent_id": "a", "obs": [1.0], "mask": [[True]]}, "2-D"),
-    ({"agent_id": "a", "obs": [[np.nan]], "mask": [[True]]}, "NaN"),
-    ({"agent_id": "a", "obs": [[1.0]], "mask": [[False]]}, "legal"),
-    ("not a dict", "dict"),
+def test_rows_by_code_keeps_row_order_within_each_code():
+    parts = rows_by_code(np.array([2, 0, 2, 1, 0]), 4)
+    assert [p.tolist() for p in parts] == [[1, 4], [3], [0, 2], []]
+
+
+GOOD = dict(agent_ids=["a"], codes=np.array([0]), obs=[[1.0]], mask=[[True]])
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"agent_ids": [""]}, "non-empty string"),
+    ({"agent_ids": []}, "non-empty list"),
+    ({"agent_ids": "a"}, "non-empty list"),
+    ({"obs": [1.0]}, "2-D"),
+    ({"codes": np.array([1])}, "index agent_ids"),
+    ({"codes": np.array([0, 0])}, "codes must be 1 integers"),
+    ({"codes": np.array([0.0])}, "integers"),
+    ({"obs": [[np.nan]]}, "NaN"),
+    ({"mask": [[False]]}, "legal"),
 ])
-def test_validate_request_rejects_malformed(req, match):
+def test_validate_request_rejects_malformed(change, match):
     with pytest.raises(ValueError, match=match):
-        validate_request(req)
+        validate_request(**{**GOOD, **change})
 
 
 def test_parse_act_request_accepts_a_good_body():

@@ -1,0 +1,128 @@
+"""Exact meta-game payoffs from terminal reach vectors against OpenSpiel's tree walk."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from open_spiel.python.algorithms import expected_game_score
+
+from envs import game_info
+from policies.exploitability import (
+    expected_returns,
+    expected_returns_matrix,
+    info_states,
+    reach_vector,
+    table_reach,
+    tabular_policy,
+    terminals,
+)
+from policies.net import ActorCritic, PolicySpec
+
+GAMES = ["kuhn_poker", "leduc_poker"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def random_models(game_name, scales=(1.0, 5.0, 300.0), seed=0):
+    """Networks from mildly to sharply non-uniform, one per scale."""
+    info = game_info(game_name)
+    torch.manual_seed(seed)
+    models = []
+    for scale in scales:
+        m = ActorCritic(PolicySpec(info.obs_size, info.num_actions, hidden=(16,)))
+        with torch.no_grad():
+            m.policy_head.weight.mul_(scale)
+        models.append(m)
+    return models
+
+
+def openspiel_value(game_name, seat0_model, seat1_model):
+    game = info_states(game_name).game
+    pols = [tabular_policy(game_name, seat0_model), tabular_policy(game_name, seat1_model)]
+    return np.asarray(expected_game_score.policy_value(game.new_initial_state(), pols), dtype=np.float64)
+
+
+@pytest.mark.parametrize("game_name", GAMES)
+def test_matrix_equals_openspiel_policy_value_entry_by_entry(game_name):
+    rows = random_models(game_name, seed=1) + [None]
+    cols = [None] + random_models(game_name, scales=(2.0, 50.0), seed=2)
+    matrix = expected_returns_matrix(game_name, rows, cols)
+    assert matrix.shape == (len(rows), len(cols))
+    for i, a in enumerate(rows):
+        for j, b in enumerate(cols):
+            ref = openspiel_value(game_name, a, b)
+            assert ref[0] + ref[1] == pytest.approx(0.0, abs=1e-12)
+            assert matrix[i, j] == pytest.approx(ref[0], abs=1e-9)
+    assert np.ptp(matrix) > 0.1  # the models really differ
+
+
+@pytest.mark.parametrize("game_name", GAMES)
+def test_expected_returns_keeps_its_zero_sum_pair(game_name):
+    a, b = random_models(game_name, scales=(3.0, 3.0), seed=3)
+    out = expected_returns(game_name, a, b)
+    assert out.shape == (2,)
+    np.testing.assert_allclose(out, openspiel_value(game_name, a, b), atol=1e-9)
+    assert out[0] == -out[1]
+
+
+def test_uniform_against_uniform_in_kuhn():
+    """Not 0: seat 0 wins 1/8 on average (OpenSpiel agrees)."""
+    v = expected_returns_matrix("kuhn_poker", [None], [None])[0, 0]
+    assert v == pytest.approx(openspiel_value("kuhn_poker", None, None)[0], abs=1e-12)
+    assert v == pytest.approx(1 / 8, abs=1e-12)
+
+
+def kuhn_nash_table(alpha):
+    """A Kuhn Nash equilibrium (Kuhn 1950) in ``info_states`` row order.
+
+    Actions: 0 pass/fold, 1 bet/call. Seat 0 bets J with alpha, K with 3 alpha,
+    calls with Q with alpha + 1/3; seat 1 bets J after a pass with 1/3 and
+    calls with Q with 1/3; everything else is pure."""
+    bet = {
+        "0": alpha, "1": 0.0, "2": 3 * alpha, "0pb": 0.0, "1pb": alpha + 1 / 3, "2pb": 1.0,
+        "0p": 1 / 3, "1p": 0.0, "2p": 1.0, "0b": 0.0, "1b": 1 / 3, "2b": 1.0,
+    }
+    keys = info_states("kuhn_poker").keys
+    return np.array([[1 - bet[k], bet[k]] for k in keys])
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.2, 1 / 3])
+def test_kuhn_nash_is_worth_minus_one_eighteenth_to_seat_zero(alpha):
+    table = kuhn_nash_table(alpha)[None]
+    term = terminals("kuhn_poker")
+    r0, r1 = table_reach("kuhn_poker", table, 0), table_reach("kuhn_poker", table, 1)
+    v = float((r0 @ ((term.chance * term.u0)[:, None] * r1.T))[0, 0])
+    assert v == pytest.approx(-1 / 18, abs=1e-12)
+
+
+@pytest.mark.parametrize("game_name", GAMES)
+def test_terminal_probabilities_are_complete(game_name):
+    """c(h) sums to 1 over each joint sequence of decisions' chance outcomes,
+    so sum_h c(h) R0(h) R1(h) = 1 for any profile. (Sum of c(h) alone is the
+    number of action sequences per deal: 5 in Kuhn, not 1.)"""
+    term = terminals(game_name)
+    assert np.all(term.chance > 0)
+    for a, b in [(None, None)] + [tuple(random_models(game_name, scales=(4.0, 4.0), seed=4))]:
+        total = np.sum(term.chance * reach_vector(game_name, a, 0) * reach_vector(game_name, b, 1))
+        assert total == pytest.approx(1.0, abs=1e-12)
+
+
+def test_terminal_counts():
+    assert len(terminals("kuhn_poker").chance) == 30
+    assert len(terminals("leduc_poker").chance) == 5520
+
+
+@pytest.mark.parametrize("game_name", GAMES)
+def test_reach_vector_follows_parameter_updates(game_name):
+    model = random_models(game_name, scales=(3.0,), seed=5)[0]
+    before = reach_vector(game_name, model, 0).copy()
+    with torch.no_grad():
+        model.policy_head.bias.add_(torch.linspace(-3.0, 3.0, model.spec.num_actions))
+    assert np.abs(reach_vector(game_name, model, 0) - before).max() > 0.01
