@@ -209,10 +209,9 @@ class LeagueCoordinatorImpl:
         return self.league.evaluation_pairs(n)
 
     @timed
-    async def record_exact(self, pairs: list[tuple[str, str, float]]) -> bool:
-        for a, b, score in pairs:
-            self.league.record_exact(a, b, float(score))
-        return True
+    async def record_exact(self, pairs: list[tuple[str, str, float]]) -> int:
+        """Exactly computed payoffs of frozen pairs; stored before the reply. Returns how many were kept."""
+        return self.league.record_exact_many([(str(a), str(b), float(s)) for a, b, s in pairs])
 
     async def record_measurement(self, kind: str, value: float, data: dict | None = None) -> bool:
         """A measurement over time (e.g. the exact NashConv of the Nash mixture)."""

@@ -39,6 +39,7 @@ class EvaluatorImpl:
         self.lo, self.hi = utility_range(self.game)
         self.exact = cfg.evaluator.exact and (hasattr(self.game, "payoff") or cfg.game.name in EXACT_OPENSPIEL)
         self.models: OrderedDict[str, Any] = OrderedDict()
+        self.reach: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()  # agent -> per-seat reach vectors
         self._stop = threading.Event()
         self.seq = int(time.time() * 1000) * 1000
         self.evaluated = 0
@@ -77,7 +78,8 @@ class EvaluatorImpl:
                     self.measure_exploitability()
                 except (KeyError, ray.exceptions.RayTaskError) as exc:
                     log.info("%s: exploitability skipped (%s)", self.evaluator_id, exc)
-            pairs = ray.get(self.coordinator.evaluation_pairs.remote(16 if self.exact else 2))
+            # exact pairs cost a dot product each once an agent's reach vectors are known
+            pairs = ray.get(self.coordinator.evaluation_pairs.remote(256 if self.exact else 2))
             if not pairs:
                 time.sleep(0.5)
                 continue
@@ -107,12 +109,27 @@ class EvaluatorImpl:
             r_ab, r_ba = float(pa @ self.game.payoff @ pb), float(pb0 @ self.game.payoff @ pa1)
             seat0, seat1 = r_ab, -r_ba
         else:
-            from policies.exploitability import expected_returns
+            from policies.exploitability import terminals
 
-            seat0 = float(expected_returns(self.cfg.game.name, ma, mb)[0])
-            seat1 = float(expected_returns(self.cfg.game.name, mb, ma)[1])
+            t = terminals(self.cfg.game.name)
+            (a0, a1), (b0, b1) = self._reach(a, ma), self._reach(b, mb)
+            seat0 = float(a0 @ (t.chance * t.u0 * b1))  # a in seat 0
+            seat1 = -float(b0 @ (t.chance * t.u0 * a1))  # a in seat 1 (zero-sum)
         norm = lambda r: (r - self.lo) / (self.hi - self.lo)  # noqa: E731
         return 0.5 * (norm(seat0) + norm(seat1))
+
+    def _reach(self, agent_id: str, model) -> tuple[np.ndarray, np.ndarray]:
+        """Reach of every terminal history from the agent's own decisions, per seat (cached:
+        snapshots are frozen)."""
+        from policies.exploitability import reach_vector
+
+        r = self.reach.get(agent_id)
+        if r is None:
+            r = self.reach[agent_id] = (reach_vector(self.cfg.game.name, model, 0),
+                                        reach_vector(self.cfg.game.name, model, 1))
+            if len(self.reach) > 4096:
+                self.reach.popitem(last=False)
+        return r
 
     def sampled_results(self, a: str, b: str) -> list[tuple[str, str, float]]:
         game, E = self.game, self.game.num_envs

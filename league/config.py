@@ -124,7 +124,7 @@ class RolloutConfig:
     steps_per_batch: int = 4096
     max_inflight_batches: int = 2
     results_batch_size: int = 512
-    opponent_inference: str = "inprocess"
+    opponent_inference: str = "serve"  # or "inprocess": frozen opponents in the worker's own process
     lanes: int = 2  # sub-vectors a worker alternates between while served requests are in flight
     matches_per_request: int = 64
 

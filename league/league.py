@@ -257,12 +257,23 @@ class League:
 
     def record_exact(self, a: str, b: str, score: float, weight: float = 1e6) -> None:
         """Set a frozen pair's payoff to an exactly computed expected score."""
-        if a not in self.pool or b not in self.pool:
-            return
-        self.payoff.set_counts(a, b, weight * score, 0.0, weight * (1.0 - score))
-        self.results_since_solve += 1
-        if self.store is not None:
-            self.store.record_results(f"exact:{a}:{b}", 0, [], [self._payoff_row(a, b)], [], {})
+        self.record_exact_many([(a, b, score)], weight)
+
+    def record_exact_many(self, scores: Sequence[tuple[str, str, float]], weight: float = 1e6) -> int:
+        """``record_exact`` for many pairs, stored in one transaction; returns how many were kept
+        (pairs with an agent evicted meanwhile are dropped)."""
+        kept = []
+        for a, b, score in scores:
+            if not (0.0 <= score <= 1.0):
+                raise ValueError(f"score must be in [0, 1], got {score}")
+            if a in self.pool and b in self.pool and a != b:
+                kept.append((a, b, float(score)))
+        for a, b, score in kept:
+            self.payoff.set_counts(a, b, weight * score, 0.0, weight * (1.0 - score))
+        self.results_since_solve += len(kept)
+        if self.store is not None and kept:
+            self.store.set_payoff_rows([self._payoff_row(a, b) for a, b, _ in kept])
+        return len(kept)
 
     # -- learners: progress, snapshots, resets -----------------------------------
     def learner_progress(self, learner_id: str, version: int, step: int) -> dict[str, Any]:

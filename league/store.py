@@ -221,6 +221,11 @@ class LeagueStore:
                            (name, delta, delta))
             return True
 
+    def set_payoff_rows(self, rows: Iterable[tuple[str, str, float, float, float]]) -> None:
+        """Overwrite pairs' counts (exactly computed payoffs), in one transaction."""
+        with self.transaction() as db:
+            db.executemany("INSERT OR REPLACE INTO payoff VALUES (?,?,?,?,?)", rows)
+
     def payoff_rows(self) -> list[tuple[str, str, float, float, float]]:
         """Decayed counts from ``a``'s side; each unordered pair once (a < b)."""
         return self._query("SELECT a, b, wins, draws, losses FROM payoff")

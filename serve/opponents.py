@@ -122,10 +122,11 @@ class ServedOpponents:
     vector step and returns at once; ``result`` waits for the actions."""
 
     def __init__(self):
-        self.handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME)
+        # the method handle once: attribute access builds a new handle each time
+        self.act_handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME).act
 
     def submit(self, agent_ids: list[str], codes: np.ndarray, obs: np.ndarray, mask: np.ndarray):
-        return self.handle.act.remote(agent_ids, codes, obs, mask)
+        return self.act_handle.remote(agent_ids, codes, obs, mask)
 
     def result(self, pending) -> np.ndarray:
         return pending.result()

@@ -126,3 +126,28 @@ def test_reach_vector_follows_parameter_updates(game_name):
     with torch.no_grad():
         model.policy_head.bias.add_(torch.linspace(-3.0, 3.0, model.spec.num_actions))
     assert np.abs(reach_vector(game_name, model, 0) - before).max() > 0.01
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_evaluator_exact_score_is_both_seats_of_the_exact_payoff(game, tmp_path):
+    """The evaluator's cached reach vectors give the same score as the tree walk."""
+    from actors.evaluator import EvaluatorImpl
+    from league.config import load_config
+
+    info = game_info(game)
+    models = {}
+    for i, name in enumerate(("a", "b")):
+        torch.manual_seed(10 + i)
+        models[name] = ActorCritic(PolicySpec(info.obs_size, info.num_actions, hidden=(16,)))
+        for prm in models[name].parameters():
+            prm.data.normal_(0, 1)
+    ev = EvaluatorImpl("evaluator:0", load_config(None, [f"game.name={game}", f"run.storage={tmp_path}"]), None)
+    ev.models.update(models)
+    lo, hi = ev.lo, ev.hi
+    game_state = info_states(game).game.new_initial_state()
+    pol = {k: tabular_policy(game, m) for k, m in models.items()}
+    v_ab = expected_game_score.policy_value(game_state, [pol["a"], pol["b"]])[0]
+    v_ba = expected_game_score.policy_value(game_state, [pol["b"], pol["a"]])[1]
+    want = 0.5 * ((v_ab - lo) / (hi - lo) + (v_ba - lo) / (hi - lo))
+    assert ev.exact_score("a", "b") == pytest.approx(want, abs=1e-9)
+    assert ev.exact_score("a", "b") + ev.exact_score("b", "a") == pytest.approx(1.0, abs=1e-9)

@@ -101,6 +101,20 @@ def test_nash_rests_on_measured_pairs_only(cfg):
     assert league.store.latest_nash()["weights"] == pytest.approx(nash.weights)
 
 
+def test_exact_payoffs_are_stored_in_one_go_and_survive_reopen(cfg):
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    ids = [league.add_snapshot("main_agent-0", b"x", step=i)[0].agent_id for i in range(3)]
+    kept = league.record_exact_many([(ids[0], ids[1], 0.25), (ids[1], ids[2], 0.75), (ids[0], "evicted", 0.5)])
+    assert kept == 2
+    with pytest.raises(ValueError, match="score"):
+        league.record_exact_many([(ids[0], ids[2], 1.5)])
+    league.store.close()
+    again = League(cfg, LeagueStore(cfg.run.storage))
+    assert again.payoff.win_rates_for(ids[0], [ids[1]])[0] == pytest.approx(0.25)
+    assert again.payoff.win_rates_for(ids[2], [ids[1]])[0] == pytest.approx(0.25)
+    assert again.payoff.games_matrix([ids[0], ids[2]])[0, 1] == 0  # never measured, never invented
+
+
 def test_evaluation_pairs_prefer_unmeasured(cfg):
     league = League(cfg, LeagueStore(cfg.run.storage))
     ids = [league.add_snapshot("main_agent-0", b"x", step=i)[0].agent_id for i in range(3)]
