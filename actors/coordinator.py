@@ -205,8 +205,8 @@ class LeagueCoordinatorImpl:
 
     # -- evaluators -----------------------------------------------------------
     @timed
-    async def evaluation_pairs(self, n: int) -> list[tuple[str, str]]:
-        return self.league.evaluation_pairs(n)
+    async def evaluation_pairs(self, n: int, unmeasured_only: bool = False) -> list[tuple[str, str]]:
+        return self.league.evaluation_pairs(int(n), bool(unmeasured_only))
 
     @timed
     async def record_exact(self, pairs: list[tuple[str, str, float]]) -> int:

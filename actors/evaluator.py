@@ -78,15 +78,15 @@ class EvaluatorImpl:
                     self.measure_exploitability()
                 except (KeyError, ray.exceptions.RayTaskError) as exc:
                     log.info("%s: exploitability skipped (%s)", self.evaluator_id, exc)
-            # exact pairs cost a dot product each once an agent's reach vectors are known
-            pairs = ray.get(self.coordinator.evaluation_pairs.remote(256 if self.exact else 2))
+            # exact pairs cost a dot product each once an agent's reach vectors are known, and
+            # are measured once (snapshots are frozen)
+            pairs = ray.get(self.coordinator.evaluation_pairs.remote(256 if self.exact else 2, self.exact))
             if not pairs:
                 time.sleep(0.5)
                 continue
             try:
                 if self.exact:
-                    scores = [(a, b, self.exact_score(a, b)) for a, b in pairs]
-                    ray.get(self.coordinator.record_exact.remote(scores))
+                    ray.get(self.coordinator.record_exact.remote(self.exact_scores(pairs)))
                 else:
                     for a, b in pairs:
                         self.seq += 1
@@ -97,6 +97,22 @@ class EvaluatorImpl:
                 time.sleep(0.1)
             self.evaluated += len(pairs)
         return self.evaluated
+
+    def exact_scores(self, pairs: list[tuple[str, str]]) -> list[tuple[str, str, float]]:
+        """Exact scores of the pairs that can be scored; a pair whose agent was evicted
+        meanwhile, or whose score is not finite (a diverged snapshot), is left out."""
+        out = []
+        for a, b in pairs:
+            try:
+                score = self.exact_score(a, b)
+            except (KeyError, ray.exceptions.RayTaskError) as exc:
+                log.info("%s: pair %s/%s skipped (%s)", self.evaluator_id, a, b, type(exc).__name__)
+                continue
+            if np.isfinite(score):
+                out.append((a, b, float(np.clip(score, 0.0, 1.0))))
+            else:
+                log.warning("%s: pair %s/%s has no finite score; skipped", self.evaluator_id, a, b)
+        return out
 
     def exact_score(self, a: str, b: str) -> float:
         """a's expected score against b, averaged over both seats."""
@@ -127,7 +143,7 @@ class EvaluatorImpl:
         if r is None:
             r = self.reach[agent_id] = (reach_vector(self.cfg.game.name, model, 0),
                                         reach_vector(self.cfg.game.name, model, 1))
-            if len(self.reach) > 4096:
+            if len(self.reach) > 1024:
                 self.reach.popitem(last=False)
         return r
 

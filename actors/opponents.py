@@ -12,15 +12,18 @@ implementation (serve/) is measured against in bench/.
 from __future__ import annotations
 
 from collections import OrderedDict
+import logging
 import time
 from typing import Callable
 
 import numpy as np
 
 from monitoring.metrics import LeagueMetrics
-from policies.net import ActorCritic, stacked_act
+from policies.net import ActorCritic
 from policies.snapshot import policy_from_bytes
-from serve.batching import run_grouped
+from serve.batching import act_known, run_grouped
+
+log = logging.getLogger(__name__)
 
 
 class InProcessOpponents:
@@ -56,7 +59,13 @@ class InProcessOpponents:
     def _forward(self, agent_ids: list[str], obs: list[np.ndarray], masks: list[np.ndarray]) -> list[np.ndarray]:
         """The same stacked pass as the Serve deployment, so bench/ compares transport, not kernels."""
         start = time.perf_counter()
-        actions = stacked_act([self.model(a) for a in agent_ids], obs, masks, self.rng)
+        models = {}
+        for agent_id in agent_ids:
+            try:
+                models[agent_id] = self.model(agent_id)
+            except Exception as exc:  # evicted meanwhile: the coordinator no longer has it
+                log.warning("opponent %s unavailable (%s); its rows play uniformly", agent_id, type(exc).__name__)
+        actions = act_known(models, agent_ids, obs, masks, self.rng)
         self.metrics.observe("inference_seconds", time.perf_counter() - start)
         self.metrics.observe("batch_size", sum(len(o) for o in obs))
         return actions

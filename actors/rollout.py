@@ -144,7 +144,8 @@ class RolloutWorkerImpl:
 
             self.opponents = ServedOpponents()
         else:
-            self.opponents = InProcessOpponents(lambda a: ray.get(coordinator.get_snapshot.remote(a)), capacity=64,
+            self.opponents = InProcessOpponents(lambda a: ray.get(coordinator.get_snapshot.remote(a)),
+                                                capacity=cfg.serve.lru_size,
                                                 seed=seed)
         self.live: dict[str, tuple[int, Any]] = {}  # learner id -> (version, model)
         self._names: list[str] = []  # opponent ids by code: lanes keep small ints, not strings

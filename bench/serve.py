@@ -169,7 +169,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--game", default="kuhn_poker")
     parser.add_argument("--envs", type=int, default=2048, help="environments per rollout worker")
-    parser.add_argument("--repeats", type=int, default=2, help="rollout runs per mode (the median is reported)")
+    parser.add_argument("--repeats", type=int, default=3, help="rollout runs per mode (the median is reported)")
     parser.add_argument("--port", type=int, default=8011)
     parser.add_argument("--rollout-only", action="store_true", help="measure only the rollout ratio")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -141,7 +141,7 @@ class ServeConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     api: bool = True
-    lru_size: int = 256
+    lru_size: int = 1024  # snapshots a replica (or an in-process worker) keeps loaded
     max_batch_size: int = 16
     batch_wait_timeout_s: float = 0.002
     max_ongoing_requests: int = 256

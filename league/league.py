@@ -409,9 +409,11 @@ class League:
                                                            for a, s in self.learners.items()])
 
     # -- evaluation --------------------------------------------------------------
-    def evaluation_pairs(self, n: int) -> list[tuple[str, str]]:
+    def evaluation_pairs(self, n: int, unmeasured_only: bool = False) -> list[tuple[str, str]]:
         """The ``n`` frozen pairs whose payoff is least certain (fewest games,
-        weighted up where the Nash puts weight)."""
+        weighted up where the Nash puts weight). ``unmeasured_only``: only pairs
+        without any game (an exact evaluator measures a pair once: snapshots
+        are frozen); empty when there is nothing left to measure."""
         ids = self.pool.ids()
         if len(ids) < 2:
             return []
@@ -420,7 +422,10 @@ class League:
         w = np.array([1.0 + 4.0 * support.get(a, 0.0) for a in ids])
         uncertainty = np.outer(w, w) / np.sqrt(games + 1.0)
         iu = np.triu_indices(len(ids), 1)
-        order = np.argsort(-uncertainty[iu], kind="stable")[:n]
+        candidates = np.arange(len(iu[0]))
+        if unmeasured_only:
+            candidates = candidates[games[iu] <= 0]
+        order = candidates[np.argsort(-uncertainty[iu][candidates], kind="stable")[:n]]
         return [(ids[iu[0][k]], ids[iu[1][k]]) for k in order]
 
     # -- reading ------------------------------------------------------------------

@@ -246,7 +246,7 @@ def choose_matches(learner_id: str, role: AgentType, cfg: RoleConfig, view: Leag
 
 def _pfsp_cdf(learner_id, candidates, cfg: RoleConfig, view: LeagueView, weighting) -> np.ndarray:
     """Cumulative PFSP distribution over ``candidates``, computed once per view."""
-    key = (learner_id, tuple(candidates), weighting if isinstance(weighting, str) else id(weighting), cfg.pfsp_exponent)
+    key = (learner_id, tuple(candidates), weighting, cfg.pfsp_exponent)  # a callable hashes by identity
     cdf = view.pfsp_cache.get(key)
     if cdf is None:
         rates = view.win_rates.win_rates_for(learner_id, candidates)

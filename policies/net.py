@@ -156,17 +156,47 @@ def sample_rows(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return idx.astype(np.int64)
 
 
+def size_buckets(sizes: list[int], max_waste: float = 2.0) -> list[list[int]]:
+    """Indices of ``sizes`` grouped so that padding each bucket to its largest
+    costs at most ``max_waste`` times its real rows (largest first)."""
+    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
+    buckets: list[list[int]] = []
+    for i in order:
+        if buckets:
+            b = buckets[-1]
+            if sizes[b[0]] * (len(b) + 1) <= max_waste * (sum(sizes[j] for j in b) + sizes[i]):
+                b.append(i)
+                continue
+        buckets.append([i])
+    return buckets
+
+
 @torch.inference_mode()
 def stacked_probs(models: list[ActorCritic], obs: list[np.ndarray], masks: list[np.ndarray]) -> list[np.ndarray]:
-    """Action probabilities of several policies, each on its own batch, in one pass.
+    """Action probabilities of several policies, each on its own batch, in few passes.
 
     Policies of one spec (every snapshot of a league) are evaluated together:
     their layers are stacked and the batches padded to the longest, so G
     policies cost a few batched matrix products instead of G forward passes.
-    Policies of different specs fall back to one pass each.
+    Batches of very different sizes go in separate stacks (``size_buckets``),
+    so padding never more than doubles the work; policies of different specs
+    fall back to one pass each.
     """
     if len(models) == 1 or len({m.spec for m in models}) > 1:
         return [m.probs(o, k) for m, o, k in zip(models, obs, masks)]
+    out: list[np.ndarray] = [None] * len(models)  # type: ignore[list-item]
+    for bucket in size_buckets([len(o) for o in obs]):
+        if len(bucket) == 1:
+            i = bucket[0]
+            out[i] = models[i].probs(obs[i], masks[i])
+            continue
+        for i, p in zip(bucket, _stacked([models[i] for i in bucket], [obs[i] for i in bucket],
+                                         [masks[i] for i in bucket])):
+            out[i] = p
+    return out
+
+
+def _stacked(models: list[ActorCritic], obs: list[np.ndarray], masks: list[np.ndarray]) -> list[np.ndarray]:
     sizes = [len(o) for o in obs]
     G, n = len(models), max(sizes)
     x = torch.zeros((G, n, models[0].spec.obs_size))
@@ -174,14 +204,14 @@ def stacked_probs(models: list[ActorCritic], obs: list[np.ndarray], masks: list[
     for g, (o, k) in enumerate(zip(obs, masks)):
         x[g, :sizes[g]] = _as_tensor(o, torch.float32)
         mask[g, :sizes[g]] = _as_tensor(k, torch.bool)
-    linears = [i for i, m in enumerate(models[0].trunk) if isinstance(m, nn.Linear)]
-    for i in range(len(models[0].trunk)):
-        if i in linears:
+    trunk = models[0].trunk
+    for i in range(len(trunk)):
+        if isinstance(trunk[i], nn.Linear):
             w = torch.stack([m.trunk[i].weight for m in models])  # (G, out, in)
             b = torch.stack([m.trunk[i].bias for m in models]).unsqueeze(1)  # (G, 1, out)
             x = torch.baddbmm(b, x, w.transpose(1, 2))
         else:
-            x = models[0].trunk[i](x)  # the activation: no parameters
+            x = trunk[i](x)  # the activation: no parameters
     w = torch.stack([m.policy_head.weight for m in models])
     b = torch.stack([m.policy_head.bias for m in models]).unsqueeze(1)
     logits = torch.baddbmm(b, x, w.transpose(1, 2)).masked_fill(~mask, ILLEGAL_LOGIT)

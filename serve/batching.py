@@ -21,6 +21,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from policies.net import sample_rows, stacked_act
+
 # (agent ids, obs of each, masks of each) -> actions of each
 Forward = Callable[[list[str], list[np.ndarray], list[np.ndarray]], list[np.ndarray]]
 Request = tuple[list[str], np.ndarray, np.ndarray, np.ndarray]  # agent ids, per-row index into them, obs, mask
@@ -87,4 +89,24 @@ def run_grouped(requests: Sequence[Request], forward: Forward) -> list[np.ndarra
             n = len(out[r][rows])
             out[r][rows] = actions[start:start + n]
             start += n
+    return out
+
+
+def act_known(models: dict, agent_ids: list[str], obs: list[np.ndarray], masks: list[np.ndarray],
+              rng: np.random.Generator) -> list[np.ndarray]:
+    """A ``Forward``: every agent in ``models`` acts in one stacked pass; an agent
+    missing from it (evicted from the pool while a game against it was still
+    running) plays uniformly over legal actions, so one stale id never fails
+    the other rows of a request. Such games' results are dropped by the
+    coordinator (their opponent is no longer in the pool)."""
+    known = [i for i, a in enumerate(agent_ids) if a in models]
+    out: list[np.ndarray] = [None] * len(agent_ids)  # type: ignore[list-item]
+    if known:
+        acted = stacked_act([models[agent_ids[i]] for i in known], [obs[i] for i in known], [masks[i] for i in known], rng)
+        for i, a in zip(known, acted):
+            out[i] = a
+    for i in range(len(agent_ids)):
+        if out[i] is None:
+            legal = np.asarray(masks[i], dtype=np.float64)
+            out[i] = sample_rows(legal / legal.sum(axis=1, keepdims=True), rng)
     return out

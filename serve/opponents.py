@@ -28,9 +28,8 @@ import torch
 from ray import serve
 
 from monitoring.metrics import LeagueMetrics
-from policies.net import stacked_act
 from policies.snapshot import policy_from_bytes
-from serve.batching import run_grouped, validate_request
+from serve.batching import act_known, run_grouped, validate_request
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +60,7 @@ class Opponents:
         One call carries every frozen-opponent decision of a worker's vector step.
         """
         request = validate_request(agent_ids, codes, obs, mask)
-        result = await self._act_batch(request)
-        if isinstance(result, Exception):
-            raise result
-        return result
+        return await self._act_batch(request)
 
     async def _model(self, agent_id: str):
         model = self.models.get(agent_id)
@@ -85,21 +81,18 @@ class Opponents:
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.002)
     async def _act_batch(self, requests: list) -> list:
         start = time.perf_counter()
-        models, errors = {}, {}
+        models = {}
         for agent_id in {a for r in requests for a in r[0]}:
             try:
                 models[agent_id] = await self._model(agent_id)
             except UnknownAgent as exc:
-                errors[agent_id] = exc
-        out: list = [next((errors[a] for a in r[0] if a in errors), None) for r in requests]
-        good = [i for i, failed in enumerate(out) if failed is None]
+                log.warning("%s; its rows play uniformly", exc)
 
         def forward(agent_ids, obs, masks):
             self.metrics.observe("batch_size", sum(len(o) for o in obs))
-            return stacked_act([models[a] for a in agent_ids], obs, masks, self.rng)
+            return act_known(models, agent_ids, obs, masks, self.rng)
 
-        for i, actions in zip(good, run_grouped([requests[i] for i in good], forward)):
-            out[i] = actions
+        out = run_grouped(requests, forward)
         self.metrics.observe("inference_seconds", time.perf_counter() - start)
         return out
 

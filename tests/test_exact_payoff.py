@@ -151,3 +151,18 @@ def test_evaluator_exact_score_is_both_seats_of_the_exact_payoff(game, tmp_path)
     want = 0.5 * ((v_ab - lo) / (hi - lo) + (v_ba - lo) / (hi - lo))
     assert ev.exact_score("a", "b") == pytest.approx(want, abs=1e-9)
     assert ev.exact_score("a", "b") + ev.exact_score("b", "a") == pytest.approx(1.0, abs=1e-9)
+
+
+def test_evaluator_leaves_out_pairs_without_a_finite_score(tmp_path):
+    from actors.evaluator import EvaluatorImpl
+    from league.config import load_config
+
+    info = game_info("kuhn_poker")
+    good, bad = (ActorCritic(PolicySpec(info.obs_size, info.num_actions, hidden=(8,))) for _ in range(2))
+    for prm in bad.parameters():
+        prm.data.fill_(float("nan"))  # a diverged snapshot
+    ev = EvaluatorImpl("evaluator:0", load_config(None, [f"run.storage={tmp_path}"]), None)
+    ev.models.update({"good": good, "good2": good, "bad": bad})
+    scores = ev.exact_scores([("good", "bad"), ("good", "good2")])
+    assert [(a, b) for a, b, _ in scores] == [("good", "good2")]
+    assert scores[0][2] == pytest.approx(0.5)

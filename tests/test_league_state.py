@@ -120,6 +120,10 @@ def test_evaluation_pairs_prefer_unmeasured(cfg):
     ids = [league.add_snapshot("main_agent-0", b"x", step=i)[0].agent_id for i in range(3)]
     league.record_exact(ids[0], ids[1], 0.5)
     assert set(league.evaluation_pairs(2)) == {(ids[0], ids[2]), (ids[1], ids[2])}
+    assert set(league.evaluation_pairs(10, unmeasured_only=True)) == {(ids[0], ids[2]), (ids[1], ids[2])}
+    league.record_exact_many([(ids[0], ids[2], 0.5), (ids[1], ids[2], 0.5)])
+    assert league.evaluation_pairs(10, unmeasured_only=True) == []  # an exact evaluator then rests
+    assert len(league.evaluation_pairs(10)) == 3
 
 
 def test_stored_batches_are_per_pair_summaries(cfg):

@@ -12,7 +12,7 @@ import torch
 from envs import make_game
 from envs.gym import uniform_opponent
 from policies.exploitability import expected_returns, nash_conv_of_policy, nash_conv_uniform
-from policies.net import ActorCritic, PolicySpec, stacked_act, stacked_probs
+from policies.net import ActorCritic, PolicySpec, size_buckets, stacked_act, stacked_probs
 from policies.ppo import PPOConfig, compute_gae, make_optimizer, ppo_update
 from policies.rollout import Rollout, collect_rollout
 from policies.snapshot import (
@@ -89,12 +89,12 @@ def test_sampling_is_reproducible_with_a_generator_and_matches_probabilities():
 def test_stacked_policies_give_each_policys_own_probabilities(activation):
     rng = np.random.default_rng(0)
     models = []
-    for seed in range(5):
+    for seed in range(7):
         torch.manual_seed(seed)
         models.append(ActorCritic(PolicySpec(7, 5, hidden=(16, 8), activation=activation)))
         for prm in models[-1].parameters():  # away from the near-uniform initial head
             prm.data.normal_(0, 1)
-    sizes = [3, 1, 12, 7, 2]
+    sizes = [3, 1, 12, 7, 2, 40, 1]
     obs = [rng.standard_normal((n, 7)).astype(np.float32) for n in sizes]
     masks = [rng.random((n, 5)) < 0.6 for n in sizes]
     for k in masks:
@@ -106,6 +106,15 @@ def test_stacked_policies_give_each_policys_own_probabilities(activation):
     actions = stacked_act(models, obs, masks, np.random.default_rng(1))
     assert [len(a) for a in actions] == sizes
     assert all(k[np.arange(len(a)), a].all() for a, k in zip(actions, masks))
+
+
+def test_size_buckets_bound_the_padding():
+    sizes = [900, 18, 18, 18, 18, 18, 18, 18, 128, 128, 1, 3]
+    buckets = size_buckets(sizes)
+    assert sorted(i for b in buckets for i in b) == list(range(len(sizes)))
+    for b in buckets:
+        assert max(sizes[i] for i in b) * len(b) <= 2.0 * sum(sizes[i] for i in b)
+    assert size_buckets([64] * 8) == [list(range(8))]  # even batches: one stack
 
 
 def test_stacked_policies_of_different_shapes_fall_back_to_one_pass_each():

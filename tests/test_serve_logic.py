@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from serve.api import BadRequest, member_for_episode, parse_act_request
-from serve.batching import rows_by_code, run_grouped, validate_request
+from serve.batching import act_known, rows_by_code, run_grouped, validate_request
 
 
 def test_run_grouped_makes_one_forward_per_id_across_requests_and_scatters_back():
@@ -81,3 +81,15 @@ def test_member_per_episode_is_stable_and_follows_weights():
     # chi-square with 2 degrees of freedom: 13.8 is the 0.999 quantile
     chi2 = (((counts - n * w) ** 2) / (n * w)).sum()
     assert chi2 < 13.8
+
+
+def test_an_agent_missing_from_the_models_plays_uniformly_over_legal_actions():
+    from policies.net import ActorCritic, PolicySpec
+
+    model = ActorCritic(PolicySpec(2, 3, hidden=(4,)))
+    obs = [np.zeros((4000, 2), np.float32), np.zeros((3, 2), np.float32)]
+    masks = [np.array([[True, False, True]] * 4000), np.ones((3, 3), bool)]
+    gone, known = act_known({"known": model}, ["evicted", "known"], obs, masks, np.random.default_rng(0))
+    assert len(known) == 3
+    assert set(np.unique(gone)) == {0, 2}
+    assert abs((gone == 0).mean() - 0.5) < 0.05
