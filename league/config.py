@@ -120,7 +120,7 @@ class PolicyConfig:
 @dataclass
 class RolloutConfig:
     workers_per_learner: int = 1
-    envs_per_worker: int = 256
+    envs_per_worker: int = 2048  # large: a served call costs the same for 64 rows or 1024
     steps_per_batch: int = 4096
     max_inflight_batches: int = 2
     results_batch_size: int = 512
