@@ -47,7 +47,8 @@ class LeagueMetrics:
             "nash_solve_seconds": Histogram("league_nash_solve_seconds", "Time to re-solve the Nash", LATENCY_BUCKETS),
             "inference_seconds": Histogram("league_opponent_inference_seconds",
                                            "Latency of one opponent inference call", LATENCY_BUCKETS),
-            "batch_size": Histogram("league_opponent_batch_size", "Observations per opponent inference forward pass",
+            "batch_size": Histogram("league_opponent_batch_size",
+                                    "Observations per opponent inference pass (all snapshots stacked)",
                                     BATCH_BUCKETS),
         }
 
