@@ -125,12 +125,11 @@ class EvaluatorImpl:
             r_ab, r_ba = float(pa @ self.game.payoff @ pb), float(pb0 @ self.game.payoff @ pa1)
             seat0, seat1 = r_ab, -r_ba
         else:
-            from policies.exploitability import terminals
+            from policies.exploitability import returns_from_reach
 
-            t = terminals(self.cfg.game.name)
             (a0, a1), (b0, b1) = self._reach(a, ma), self._reach(b, mb)
-            seat0 = float(a0 @ (t.chance * t.u0 * b1))  # a in seat 0
-            seat1 = -float(b0 @ (t.chance * t.u0 * a1))  # a in seat 1 (zero-sum)
+            seat0 = float(returns_from_reach(self.cfg.game.name, a0, b1))  # a in seat 0
+            seat1 = -float(returns_from_reach(self.cfg.game.name, b0, a1))  # a in seat 1 (zero-sum)
         norm = lambda r: (r - self.lo) / (self.hi - self.lo)  # noqa: E731
         return 0.5 * (norm(seat0) + norm(seat1))
 

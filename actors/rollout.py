@@ -192,12 +192,19 @@ class RolloutWorkerImpl:
         return dict(self.stats)
 
     # -- assignments -------------------------------------------------------------
-    def _next_match(self) -> tuple[int, bool]:
-        if len(self._queue) < self._want // 2 + 1 and self._pending_matches is None:
-            self._pending_matches = self.coordinator.next_matches.remote(self.learner_id, self._want)
-        if not self._queue:
-            self._take_matches(block=True)
-        return self._queue.pop()
+    def _next_matches(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The next ``k`` assignments: opponent codes and whether each opponent is live."""
+        taken: list[tuple[int, bool]] = []
+        while len(taken) < k:
+            if len(self._queue) < self._want // 2 + 1 and self._pending_matches is None:
+                self._pending_matches = self.coordinator.next_matches.remote(self.learner_id, self._want)
+            if not self._queue:
+                self._take_matches(block=True)
+            cut = max(0, len(self._queue) - (k - len(taken)))
+            taken += self._queue[cut:]
+            del self._queue[cut:]
+        codes, live = zip(*taken) if taken else ((), ())
+        return np.array(codes, dtype=np.int64), np.array(live, dtype=bool)
 
     def _code(self, agent_id: str) -> int:
         code = self._codes.get(agent_id)
@@ -224,10 +231,10 @@ class RolloutWorkerImpl:
         self._want = max(sum(l.game.num_envs for l in self.lanes), cfg.matches_per_request)
         self._next_episode = 0
         for lane in self.lanes:
-            for e in range(lane.game.num_envs):
-                lane.opp[e], lane.opp_live[e] = self._next_match()
-                lane.episode[e] = self._next_episode
-                self._next_episode += 1
+            E = lane.game.num_envs
+            lane.opp[:], lane.opp_live[:] = self._next_matches(E)
+            lane.episode[:] = np.arange(self._next_episode, self._next_episode + E)
+            self._next_episode += E
             lane.decisions[:] = 0
             lane.pending, lane.prepared = None, False
         self._recorder = EpisodeRecorder()
@@ -343,8 +350,7 @@ class RolloutWorkerImpl:
         lane.episode[done] = np.arange(self._next_episode, self._next_episode + done.size)
         self._next_episode += done.size
         lane.seat[done] = self.rng.integers(0, 2, size=done.size)
-        for e in done.tolist():
-            lane.opp[e], lane.opp_live[e] = self._next_match()
+        lane.opp[done], lane.opp_live[done] = self._next_matches(done.size)
         self.stats["episodes"] += int(done.size)
 
     def _submit(self, rollout: Rollout | None, inflight: list, limit: int) -> list:

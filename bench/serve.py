@@ -209,7 +209,8 @@ def main(argv=None) -> int:
 
 def report(args, rates: dict, inference: dict, latency: dict) -> int:
     print(json.dumps({"bench": "serve", "game": args.game, "envs_per_worker": args.envs, "overrides": args.set,
-                      "rollout_env_steps_per_s": rates, "repeats": args.repeats, "inference": inference, "nash_act_latency": latency,
+                      "repeats": args.repeats, "rollout_env_steps_per_s": rates, "inference": inference,
+                      "nash_act_latency": latency,
                       "rollout_ratio_served_to_inprocess": rates["serve"] / rates["inprocess"]}))
     return 0
 

@@ -196,73 +196,57 @@ class LeagueView:
 
 def choose_match(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, rng: np.random.Generator) -> Match:
     """One opponent for ``learner_id`` under its role's sampling rule."""
-    snapshots = view.pool.ids()
-    if cfg.sampling == "self" or (not snapshots and cfg.sampling != "alphastar"):
-        return Match(learner_id, learner_id, True, "self_play")
-    if cfg.sampling == "latest":
-        latest = view.pool.latest(learner_id)
-        if latest is None:
-            return Match(learner_id, learner_id, True, "self_play")
-        return Match(learner_id, latest.agent_id, False, "latest")
-    if cfg.sampling == "nash":
-        ids = [a for a, w in view.nash_weights.items() if w > 0 and a in view.pool]
-        if not ids:
-            return _pfsp(learner_id, snapshots, cfg, view, rng, "nash_fallback_pfsp")
-        w = np.array([view.nash_weights[a] for a in ids])
-        return Match(learner_id, ids[int(rng.choice(len(ids), p=w / w.sum()))], False, "nash")
-    if cfg.sampling == "pfsp":
-        return _pfsp(learner_id, snapshots, cfg, view, rng, "pfsp")
-    if role == AgentType.MAIN_AGENT:
-        return _main_agent(learner_id, cfg, view, rng)
-    if role == AgentType.MAIN_EXPLOITER:
-        return _main_exploiter(learner_id, cfg, view, rng)
-    return _league_exploiter(learner_id, cfg, view, rng)
+    return choose_matches(learner_id, role, cfg, view, rng, 1)[0]
 
 
 def choose_matches(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, rng: np.random.Generator,
                    n: int) -> list[Match]:
-    """``n`` independent draws of ``choose_match``, vectorized where the rule allows.
+    """``n`` independent opponents for ``learner_id`` under its role's sampling rule.
 
     The coordinator hands out matches by the thousand; the ``self``, ``latest``,
     ``nash`` and ``pfsp`` rules draw from one fixed distribution per view, so
     they are sampled at once. The ``alphastar`` rules branch per draw.
     """
     snapshots = view.pool.ids()
-    if cfg.sampling in ("self", "latest") or (not snapshots and cfg.sampling != "alphastar"):
-        return [choose_match(learner_id, role, cfg, view, rng)] * n  # no randomness: the same match n times
+    if cfg.sampling == "self" or (not snapshots and cfg.sampling != "alphastar"):
+        return [Match(learner_id, learner_id, True, "self_play")] * n
+    if cfg.sampling == "latest":
+        latest = view.pool.latest(learner_id)
+        if latest is None:
+            return [Match(learner_id, learner_id, True, "self_play")] * n
+        return [Match(learner_id, latest.agent_id, False, "latest")] * n
     if cfg.sampling == "nash":
         ids = [a for a, w in view.nash_weights.items() if w > 0 and a in view.pool]
-        if ids:
-            w = np.array([view.nash_weights[a] for a in ids])
-            return [Match(learner_id, ids[i], False, "nash") for i in rng.choice(len(ids), size=n, p=w / w.sum())]
-        candidates, branch = snapshots, "nash_fallback_pfsp"
-    elif cfg.sampling == "pfsp":
-        candidates, branch = snapshots, "pfsp"
-    else:
-        return [choose_match(learner_id, role, cfg, view, rng) for _ in range(n)]
-    cdf = _pfsp_cdf(learner_id, candidates, cfg, view, cfg.pfsp_weighting)
-    return [Match(learner_id, candidates[i], False, branch) for i in _draw(cdf, rng, n)]
-
-
-def _pfsp_cdf(learner_id, candidates, cfg: RoleConfig, view: LeagueView, weighting) -> np.ndarray:
-    """Cumulative PFSP distribution over ``candidates``, computed once per view."""
-    key = (learner_id, tuple(candidates), weighting, cfg.pfsp_exponent)  # a callable hashes by identity
-    cdf = view.pfsp_cache.get(key)
-    if cdf is None:
-        rates = view.win_rates.win_rates_for(learner_id, candidates)
-        cdf = view.pfsp_cache[key] = np.cumsum(pfsp_probabilities(rates, weighting, cfg.pfsp_exponent))
-    return cdf
+        if not ids:
+            return _pfsp_draws(learner_id, snapshots, cfg, view, rng, "nash_fallback_pfsp", n)
+        cdf = np.cumsum([view.nash_weights[a] for a in ids])
+        return [Match(learner_id, ids[i], False, "nash") for i in _draw(cdf, rng, n)]
+    if cfg.sampling == "pfsp":
+        return _pfsp_draws(learner_id, snapshots, cfg, view, rng, "pfsp", n)
+    rule = {AgentType.MAIN_AGENT: _main_agent, AgentType.MAIN_EXPLOITER: _main_exploiter}.get(role, _league_exploiter)
+    return [rule(learner_id, cfg, view, rng) for _ in range(n)]
 
 
 def _draw(cdf: np.ndarray, rng: np.random.Generator, n: int) -> list[int]:
-    """``n`` indices drawn from a cumulative distribution (inverse CDF)."""
+    """``n`` indices drawn from a cumulative (unnormalized) distribution, by inverse CDF."""
     idx = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
     return np.minimum(idx, len(cdf) - 1).tolist()
 
 
 def _pfsp(learner_id, candidates, cfg: RoleConfig, view: LeagueView, rng, branch, weighting=None) -> Match:
-    cdf = _pfsp_cdf(learner_id, candidates, cfg, view, weighting or cfg.pfsp_weighting)
-    return Match(learner_id, candidates[_draw(cdf, rng, 1)[0]], False, branch)
+    return _pfsp_draws(learner_id, candidates, cfg, view, rng, branch, 1, weighting)[0]
+
+
+def _pfsp_draws(learner_id, candidates, cfg: RoleConfig, view: LeagueView, rng, branch, n: int,
+                weighting=None) -> list[Match]:
+    """``n`` PFSP draws over ``candidates``; the distribution is computed once per view."""
+    weighting = weighting or cfg.pfsp_weighting
+    key = (learner_id, tuple(candidates), weighting, cfg.pfsp_exponent)  # a callable hashes by identity
+    cdf = view.pfsp_cache.get(key)
+    if cdf is None:
+        rates = view.win_rates.win_rates_for(learner_id, candidates)
+        cdf = view.pfsp_cache[key] = np.cumsum(pfsp_probabilities(rates, weighting, cfg.pfsp_exponent))
+    return [Match(learner_id, candidates[i], False, branch) for i in _draw(cdf, rng, n)]
 
 
 def _main_agent(learner_id, cfg: RoleConfig, view: LeagueView, rng) -> Match:

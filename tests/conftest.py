@@ -16,3 +16,14 @@ def ray_local():
     ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=16, include_dashboard=False, log_to_driver=False, namespace="league-test")
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Small MLPs gain nothing from intra-op threads, and lose a lot when the cores are shared."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

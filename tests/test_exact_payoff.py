@@ -13,6 +13,7 @@ from policies.exploitability import (
     expected_returns_matrix,
     info_states,
     reach_vector,
+    returns_from_reach,
     table_reach,
     tabular_policy,
     terminals,
@@ -22,12 +23,7 @@ from policies.net import ActorCritic, PolicySpec
 GAMES = ["kuhn_poker", "leduc_poker"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def random_models(game_name, scales=(1.0, 5.0, 300.0), seed=0):
@@ -96,10 +92,9 @@ def kuhn_nash_table(alpha):
 @pytest.mark.parametrize("alpha", [0.0, 0.2, 1 / 3])
 def test_kuhn_nash_is_worth_minus_one_eighteenth_to_seat_zero(alpha):
     table = kuhn_nash_table(alpha)[None]
-    term = terminals("kuhn_poker")
     r0, r1 = table_reach("kuhn_poker", table, 0), table_reach("kuhn_poker", table, 1)
-    v = float((r0 @ ((term.chance * term.u0)[:, None] * r1.T))[0, 0])
-    assert v == pytest.approx(-1 / 18, abs=1e-12)
+    assert returns_from_reach("kuhn_poker", r0, r1)[0, 0] == pytest.approx(-1 / 18, abs=1e-12)
+    assert returns_from_reach("kuhn_poker", r0[0], r1[0]) == pytest.approx(-1 / 18, abs=1e-12)
 
 
 @pytest.mark.parametrize("game_name", GAMES)

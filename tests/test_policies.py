@@ -24,13 +24,7 @@ from policies.snapshot import (
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    # small MLPs gain nothing from intra-op threads, and lose a lot when the cores are shared
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def random_batch(n=512, d=7, a=5, seed=0):
