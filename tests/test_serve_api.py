@@ -10,6 +10,8 @@ import msgpack
 import numpy as np
 import pytest
 import requests
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from actors.launch import League, load
@@ -168,7 +170,96 @@ def test_malformed_requests_get_a_json_4xx(league, method, path, kwargs, status)
     assert isinstance(r.json().get("error"), str) and r.json()["error"]
 
 
+PATHOLOGICAL = [
+    (b"[" * 100_000 + b"]" * 100_000, "application/json"),
+    (b"\x91" * 100_000 + b"\xc0", "application/msgpack"),
+    (b'{"observations": [[1' + b"0" * 5000 + b', 0]]}', "application/json"),
+    (b'{"observations": [[1e300, 0]]}', "application/json"),
+    (b'{"observations": [[true, false]]}', "application/json"),
+    (b'{"observations": [["1", "0"]]}', "application/json"),
+    (b'{"observations": [[1, 0]], "\\ud800": 1}', "application/json"),
+    (b'\xff\xfe{\x00}\x00', "application/json"),
+    (msgpack.packb({"observations": [[msgpack.ExtType(5, b"xx"), 0]]}), "application/msgpack"),
+    (msgpack.packb({b"observations": [[1, 0]]}), "application/msgpack"),
+    (b"\xdd\xff\xff\xff\xff", "application/msgpack"),
+    (b"\xc7\x01\x00\x00", "application/msgpack"),  # ext type 0: an unpickling format would run code here
+]
+
+
+@pytest.mark.parametrize("raw, content_type", PATHOLOGICAL)
+def test_pathological_bodies_get_a_json_4xx(league, raw, content_type):
+    r = requests.post(f"{URL}/nash/act", data=raw, headers={"Content-Type": content_type}, timeout=60)
+    assert 400 <= r.status_code < 500, r.text
+    assert r.json()["error"]
+
+
+def test_a_streamed_body_over_the_limit_gets_413(league):
+    chunks = (b"[" + b"0," * 500_000 for _ in range(10))  # chunked: no Content-Length to refuse early
+    r = requests.post(f"{URL}/nash/act", data=chunks, headers={"Content-Type": "application/json"}, timeout=60)
+    assert r.status_code == 413 and "larger than" in r.json()["error"]
+
+
+leaves = (st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats() | st.text(max_size=6)
+          | st.binary(max_size=6))
+values = st.recursive(leaves, lambda inner: st.lists(inner, max_size=4)
+                      | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=25)
+scalars = st.integers(-2, 2) | st.floats() | st.booleans() | st.none() | st.text(max_size=2)
+near_valid = st.fixed_dictionaries(
+    {"observations": st.lists(st.lists(scalars, min_size=1, max_size=3), min_size=1, max_size=3)},
+    optional={"legal_masks": st.lists(st.lists(st.integers(-1, 2) | st.booleans(), max_size=4), max_size=3),
+              "episode_ids": st.lists(st.integers() | st.text(max_size=3) | st.none(), max_size=3),
+              "seed": values, "deterministic": values})
+valid = st.fixed_dictionaries(
+    {"observations": st.lists(st.lists(st.floats(-10, 10), min_size=2, max_size=2), min_size=1, max_size=4)},
+    optional={"seed": st.integers(0, 2**63 - 1), "deterministic": st.booleans()})
+
+
+def _post(raw: bytes, content_type) -> requests.Response:
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    r = requests.post(f"{URL}/nash/act", data=raw, headers=headers, timeout=60)
+    assert r.status_code < 500, (raw[:200], content_type, r.status_code, r.text)
+    if r.status_code != 200:
+        assert 400 <= r.status_code < 500 and r.json()["error"], r.text
+    return r
+
+
+def _json_bytes(body) -> bytes | None:
+    try:
+        return json.dumps(body).encode()  # NaN/Infinity go out as tokens the server must refuse
+    except TypeError:  # bytes leaves have no JSON form
+        return None
+
+
+def _msgpack_bytes(body) -> bytes | None:
+    try:
+        return msgpack.packb(body, use_bin_type=True)
+    except (OverflowError, ValueError):
+        return None
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(body=values | near_valid | valid, raw=st.binary(max_size=48),
+       ext=st.tuples(st.integers(0, 127), st.binary(max_size=8)),
+       content_type=st.sampled_from(["application/json", "application/msgpack", "text/plain", None,
+                                     "application/json; charset=latin-1", "application/msgpack; x=1"]))
+def test_generated_bodies_get_200_or_a_json_4xx_never_a_5xx(league, body, raw, ext, content_type):
+    as_json = _json_bytes(body)
+    if as_json is not None:
+        r = _post(as_json, "application/json")
+        if r.status_code == 200:
+            out = r.json()
+            assert len(out["actions"]) == len(body["observations"]) and all(0 <= a < 3 for a in out["actions"])
+    as_msgpack = _msgpack_bytes(body)
+    if as_msgpack is not None:
+        _post(as_msgpack, "application/msgpack")
+        _post(msgpack.packb([msgpack.ExtType(*ext), body], default=repr),
+              "application/msgpack")
+    _post(raw, content_type)
+
+
 def test_api_and_league_survive_the_malformed_requests(league):
+    r = requests.post(f"{URL}/nash/act", json={"observations": [[1.0, 0.0]], "legal_masks": [[0, 1, 0]]}, timeout=30)
+    assert r.status_code == 200 and r.json()["actions"] == [1]
     assert requests.get(f"{URL}/healthz", timeout=10).status_code == 200
     before = league.status()["games"]
     time.sleep(3)
