@@ -15,12 +15,12 @@ import logging
 import time
 from typing import Any
 
-import numpy as np
 import ray
 
 from league.config import Config
-from league.league import League, NashState, Result, results_from_columns, solve_meta_game
-from league.diversity import DiversityTracker, TrajectoryBatch
+from league.league import League, solve_meta_game
+from league.messages import (Checkpoint, ExactScores, MatchAssignments, NashView, ProgressDecision, ResultBatch,
+                             SnapshotReply)
 from league.store import LeagueStore
 from monitoring.metrics import LeagueMetrics, result_label
 
@@ -55,15 +55,14 @@ class LeagueCoordinatorImpl:
         elif game != cfg.game.name:
             raise ValueError(f"storage {cfg.run.storage} holds a {game} league, not {cfg.game.name}")
         self.league = League(cfg, self.store)
-        if len(self.league.pool) == 0:
+        if self.league.pool_size() == 0:
             self._seed_pool(cfg.league.seed_snapshots)
-        self.store.add_event("coordinator_start", {"pool_size": len(self.league.pool)})
+        self.store.add_event("coordinator_start", {"pool_size": self.league.pool_size()})
         self.started = time.time()
         self._solving = False
         self._stopped = False
         self._loop_task = None
         self.metrics = LeagueMetrics()
-        self.diversity = DiversityTracker()
         self._weighted: set[str] = set()
         self._export_state()
 
@@ -90,90 +89,74 @@ class LeagueCoordinatorImpl:
         if self._loop_task is None:
             self._loop_task = asyncio.get_running_loop().create_task(self._nash_loop())
 
-    async def solve_nash(self) -> dict[str, Any]:
+    async def solve_nash(self) -> NashView:
         """Re-solve the Nash over the frozen pool now (off the event loop)."""
         self._solving = True
         try:
             ids, matrix = self.league.payoff_matrix()
             if not ids:
-                return self._nash_dict(self.league.nash)
+                return self.league.nash_view()
             state = await asyncio.get_running_loop().run_in_executor(
                 None, solve_meta_game, self.league.solver, ids, matrix, self.league.pool_version)
             self.league.set_nash(state)
             self.metrics.observe("nash_solve_seconds", state.solve_seconds)
             self._export_state()
-            return self._nash_dict(state)
+            return self.league.nash_view()
         finally:
             self._solving = False
 
     # -- rollout workers -------------------------------------------------------
     @timed
-    async def next_matches(self, learner_id: str, n: int) -> list[tuple[str, bool, str]]:
+    async def next_matches(self, learner_id: str, n: int) -> MatchAssignments:
         self._ensure_loop()
-        return [(m.opponent_id, m.live, m.branch) for m in self.league.next_matches(learner_id, n)]
+        return self.league.next_matches(learner_id, n)
 
     @timed
-    async def report_results(self, source: str, seq: int, results: list[tuple[str, str, float]], env_steps: int,
-                             action_counts: dict[str, list[float]] | None = None) -> bool:
-        """Commit a batch of (a, b, score) results; True once stored (also when a retry).
-
-        ``results`` is a list of (a, b, score) or the same as columns
-        (``league.league.results_from_columns``). ``action_counts``: per learner,
-        a histogram of its actions since the last batch (behaviour embedding for
-        the diversity score)."""
+    async def report_results(self, batch: ResultBatch) -> bool:
+        """Commit a batch of results (rollout workers and evaluators alike); True once
+        stored, also when it is a retry of a batch stored before."""
         self._ensure_loop()
-        if isinstance(results, dict):
-            batch = results_from_columns(results)
-        else:
-            batch = []
-            for item in results:
-                a, b, score = item
-                batch.append(Result(str(a), str(b), float(score)))
-        fresh = self.league.report_results(str(source), int(seq), batch, int(env_steps))
-        if fresh:
-            self._count(batch, int(env_steps))
-            for learner_id, counts in (action_counts or {}).items():
-                if learner_id in self.league.learners and sum(counts) > 0:
-                    actions = np.repeat(np.arange(len(counts)), np.asarray(counts, dtype=np.int64))
-                    self.diversity.update(learner_id, TrajectoryBatch(actions=actions, num_actions=len(counts)))
+        if not isinstance(batch, ResultBatch):
+            raise ValueError(f"report_results takes a league.messages.ResultBatch, got {type(batch).__name__}")
+        if self.league.report_results(batch):
+            self._count(batch)
         return True
 
-    def _role(self, agent_id: str) -> str:
-        st = self.league.learners.get(agent_id)
-        return st.role.value if st is not None else "evaluator"
-
-    def _count(self, batch: list[Result], env_steps: int) -> None:
+    def _count(self, batch: ResultBatch) -> None:
+        # games are labelled by the role of the learner that played them; frozen-vs-frozen
+        # games (evaluators) are labelled "evaluator", as the dashboards expect
+        roles = [self.league.learner_role(x) or "evaluator" for x in batch.agents]
         counts: dict[tuple[str, str], int] = {}
-        for r in batch:
-            key = (self._role(r.a), result_label(r.score))
+        for i, score in zip(batch.a.tolist(), batch.score.tolist()):
+            key = (roles[i], result_label(score))
             counts[key] = counts.get(key, 0) + 1
         for (role, result), n in counts.items():
             self.metrics.inc("games", n, role=role, result=result)
-        if batch:
-            self.metrics.inc("env_steps", env_steps, role=self._role(batch[0].a))
+        if len(batch):
+            self.metrics.inc("env_steps", batch.env_steps, role=roles[int(batch.a[0])])
 
     def _export_state(self) -> None:
         """Gauges that describe the league now (after a Nash solve or a snapshot)."""
-        m, league = self.metrics, self.league
-        for role, n in league.pool.counts_by_type().items():
+        m, status = self.metrics, self.league.status()
+        for role, n in status["pool_by_role"].items():
             m.set("pool_size", n, role=role)
-        support = league.nash.support()
-        m.set("nash_entropy", abs(league.nash.entropy))
-        m.set("meta_exploitability", league.nash.meta_exploitability)
-        m.set("nash_support", len(support))
+        nash = self.league.nash_view()
+        m.set("nash_entropy", abs(nash.entropy))
+        m.set("meta_exploitability", nash.meta_exploitability)
+        m.set("nash_support", len(nash.members))
+        support = {x.agent_id: x.weight for x in nash.members}
         for agent in self._weighted - set(support):
             m.set("nash_weight", 0.0, agent=agent)
         for agent, w in support.items():
             m.set("nash_weight", w, agent=agent)
         self._weighted = set(support)
-        for learner_id, st in league.learners.items():
-            m.set("elo", league.elo.rating(learner_id), learner=learner_id, role=st.role.value)
-            m.set("policy_version", st.version, learner=learner_id, role=st.role.value)
-            rate = league.win_rate_vs_nash(learner_id)
-            if rate is not None:
-                m.set("win_rate_vs_nash", rate, learner=learner_id, role=st.role.value)
-        if len(self.diversity.agent_ids) >= 2:
-            m.set("diversity", self.diversity.diversity_score())
+        for learner_id, view in status["learners"].items():
+            m.set("elo", view["elo"], learner=learner_id, role=view["role"])
+            m.set("policy_version", view["version"], learner=learner_id, role=view["role"])
+            if view["win_rate_vs_nash"] is not None:
+                m.set("win_rate_vs_nash", view["win_rate_vs_nash"], learner=learner_id, role=view["role"])
+        if status["diversity_score"] is not None:
+            m.set("diversity", status["diversity_score"])
 
     @timed
     async def get_snapshot(self, agent_id: str) -> bytes:
@@ -181,26 +164,26 @@ class LeagueCoordinatorImpl:
 
     # -- learners ----------------------------------------------------------------
     @timed
-    async def learner_progress(self, learner_id: str, version: int, step: int) -> dict[str, Any]:
+    async def learner_progress(self, learner_id: str, version: int, step: int) -> ProgressDecision:
         self._ensure_loop()
         return self.league.learner_progress(learner_id, version, step)
 
     @timed
-    async def add_snapshot(self, learner_id: str, blob: bytes, step: int, metadata: dict | None = None) -> dict[str, Any]:
+    async def add_snapshot(self, learner_id: str, blob: bytes, step: int, metadata: dict | None = None) -> SnapshotReply:
         record, reset = self.league.add_snapshot(learner_id, blob, step, metadata)
         self.metrics.inc("snapshots", role=record.agent_type.value)
         if reset:
             self.metrics.inc("resets", role=record.agent_type.value)
         self._export_state()
         reset_to = self.cfg.role(record.agent_type).reset_to if reset else None
-        return {"agent_id": record.agent_id, "reset": reset, "reset_to": reset_to}
+        return SnapshotReply(record.agent_id, bool(reset), reset_to)
 
     @timed
     async def save_checkpoint(self, learner_id: str, version: int, step: int, state: bytes) -> bool:
         self.league.save_checkpoint(learner_id, version, step, state)
         return True
 
-    async def load_checkpoint(self, learner_id: str) -> dict[str, Any] | None:
+    async def load_checkpoint(self, learner_id: str) -> Checkpoint | None:
         return self.league.load_checkpoint(learner_id)
 
     # -- evaluators -----------------------------------------------------------
@@ -209,9 +192,11 @@ class LeagueCoordinatorImpl:
         return self.league.evaluation_pairs(int(n), bool(unmeasured_only))
 
     @timed
-    async def record_exact(self, pairs: list[tuple[str, str, float]]) -> int:
+    async def record_exact(self, scores: ExactScores) -> int:
         """Exactly computed payoffs of frozen pairs; stored before the reply. Returns how many were kept."""
-        return self.league.record_exact_many([(str(a), str(b), float(s)) for a, b, s in pairs])
+        if not isinstance(scores, ExactScores):
+            raise ValueError(f"record_exact takes a league.messages.ExactScores, got {type(scores).__name__}")
+        return self.league.record_exact_many(scores.triples())
 
     async def record_measurement(self, kind: str, value: float, data: dict | None = None) -> bool:
         """A measurement over time (e.g. the exact NashConv of the Nash mixture)."""
@@ -225,33 +210,20 @@ class LeagueCoordinatorImpl:
         s = self.league.status()
         s["uptime_s"] = time.time() - self.started
         s["game"] = self.cfg.game.name
-        s["diversity_score"] = self.diversity.diversity_score() if len(self.diversity.agent_ids) >= 2 else None
         return s
 
-    async def nash(self) -> dict[str, Any]:
-        return self._nash_dict(self.league.nash)
-
-    def _nash_dict(self, n: NashState) -> dict[str, Any]:
-        support = n.support()
-        return {
-            "agents": [{"agent_id": a, "weight": w, "role": self.league.pool.get(a).agent_type.value
-                        if a in self.league.pool else None, "elo": self.league.elo.rating(a)}
-                       for a, w in support.items()],
-            "entropy": n.entropy, "meta_exploitability": n.meta_exploitability, "pool_version": n.pool_version,
-            "solved_at": n.solved_at, "solve_seconds": n.solve_seconds, "method": n.method,
-        }
+    async def nash(self) -> NashView:
+        return self.league.nash_view()
 
     async def pool(self) -> list[dict[str, Any]]:
-        return [{**r.to_dict(), "elo": self.league.elo.rating(r.agent_id)} for r in self.league.pool.list()]
+        return self.league.pool_view()
 
     async def payoff(self) -> dict[str, Any]:
-        ids, matrix = self.league.payoff_matrix()
-        return {"ids": ids, "win_rates": matrix.tolist(),
-                "games": self.league.payoff.games_matrix(ids).tolist() if ids else []}
+        return self.league.payoff_view()
 
     async def flush(self) -> dict[str, Any]:
         """Final Nash solve; everything else is already committed."""
-        if len(self.league.pool):
+        if self.league.pool_size():
             await self.solve_nash()
         return await self.status()
 

@@ -21,6 +21,7 @@ import torch
 from envs import make_game
 from envs.base import NO_ACTION, score_from_returns, utility_range
 from league.config import Config
+from league.messages import ExactScores, NashView, ResultBatch
 from policies.snapshot import policy_from_bytes
 
 log = logging.getLogger(__name__)
@@ -58,14 +59,13 @@ class EvaluatorImpl:
         """Exact NashConv of the current Nash mixture (Kuhn, Leduc), recorded over time."""
         from policies.exploitability import nash_conv_of_mixture
 
-        nash = ray.get(self.coordinator.nash.remote())
-        if not nash["agents"]:
+        nash: NashView = ray.get(self.coordinator.nash.remote())
+        if not nash.members:
             return None
-        ids = [a["agent_id"] for a in nash["agents"]]
-        result = nash_conv_of_mixture(self.cfg.game.name, [self._model(a) for a in ids],
-                                      [a["weight"] for a in nash["agents"]])
+        ids = nash.ids
+        result = nash_conv_of_mixture(self.cfg.game.name, [self._model(a) for a in ids], nash.weights)
         ray.get(self.coordinator.record_measurement.remote(
-            "nash_conv", result["nash_conv"], {"pool_version": nash["pool_version"], "support": len(ids)}))
+            "nash_conv", result["nash_conv"], {"pool_version": nash.pool_version, "support": len(ids)}))
         return result["nash_conv"]
 
     def run(self) -> int:
@@ -86,12 +86,12 @@ class EvaluatorImpl:
                 continue
             try:
                 if self.exact:
-                    ray.get(self.coordinator.record_exact.remote(self.exact_scores(pairs)))
+                    ray.get(self.coordinator.record_exact.remote(ExactScores.from_triples(self.exact_scores(pairs))))
                 else:
                     for a, b in pairs:
                         self.seq += 1
-                        results = self.sampled_results(a, b)
-                        ray.get(self.coordinator.report_results.remote(self.evaluator_id, self.seq, results, 0))
+                        batch = ResultBatch.from_results(self.evaluator_id, self.seq, self.sampled_results(a, b))
+                        ray.get(self.coordinator.report_results.remote(batch))
             except (KeyError, ray.exceptions.RayTaskError) as exc:
                 log.info("%s: pair skipped (%s)", self.evaluator_id, exc)  # an agent was evicted meanwhile
                 time.sleep(0.1)

@@ -19,6 +19,7 @@ import ray
 import torch
 
 from league.config import Config, ConfigError, from_dict
+from league.messages import LearnerAck, WeightsReply
 from monitoring.metrics import LeagueMetrics
 from policies.net import ActorCritic, PolicySpec
 from policies.ppo import PPOConfig, make_optimizer, ppo_update
@@ -64,11 +65,11 @@ class LearnerImpl:
         self._lock = threading.Lock()
         self.metrics = LeagueMetrics()
         checkpoint = ray.get(coordinator.load_checkpoint.remote(learner_id))
-        if checkpoint and checkpoint.get("state"):
+        if checkpoint is not None and checkpoint.state:
             self.model, self.optimizer, extra = learner_state_from_bytes(
-                checkpoint["state"], lambda m: make_optimizer(m, self.ppo))
-            self.version = int(extra.get("version", checkpoint["version"]))
-            self.step = int(extra.get("step", checkpoint["step"]))
+                checkpoint.state, lambda m: make_optimizer(m, self.ppo))
+            self.version = int(extra.get("version", checkpoint.version))
+            self.step = int(extra.get("step", checkpoint.step))
             log.info("%s resumed at version %d, step %d", learner_id, self.version, self.step)
         self._publish()
         self._last_checkpoint = time.time()
@@ -77,18 +78,21 @@ class LearnerImpl:
         self._weights = (self.version, policy_to_bytes(self.model))
 
     # -- rollout workers ---------------------------------------------------------
-    def get_weights(self, known_version: int = -1) -> tuple[int, bytes | None]:
-        """(version, policy blob), or (version, None) when ``known_version`` is current."""
+    def get_weights(self, known_version: int = -1) -> WeightsReply:
+        """The current version and policy blob; no blob when ``known_version`` is current."""
         version, blob = self._weights
-        return (version, None) if version == known_version else (version, blob)
+        return WeightsReply(version, None if version == known_version else blob)
 
-    def submit(self, rollout: dict[str, Any]) -> dict[str, Any]:
+    def submit(self, rollout: Rollout) -> LearnerAck:
         """Take a batch of this learner's transitions; train when enough are buffered.
 
         Returns after the batch is ingested (and any update it triggered ran):
         a worker that waits on this call before sending more is backpressured.
         """
-        batch = Rollout.from_dict(rollout)
+        if not isinstance(rollout, Rollout):
+            raise ValueError(f"submit takes a policies.rollout.Rollout, got {type(rollout).__name__}")
+        batch = rollout
+        batch.__post_init__()  # dtypes and lengths, as a sender outside this process may not have checked them
         if batch.obs.shape[1:] != (self.spec.obs_size,) or batch.mask.shape[1:] != (self.spec.num_actions,):
             raise ValueError(f"rollout shapes {batch.obs.shape}/{batch.mask.shape} do not fit the policy")
         with self._lock:
@@ -96,7 +100,7 @@ class LearnerImpl:
             self.buffered += len(batch)
             if self.buffered >= self.cfg.rollout.steps_per_batch:
                 self._update()
-            return {"version": self.version, "step": self.step}
+            return LearnerAck(self.version, self.step)
 
     def _update(self) -> None:
         data = Rollout.concat(self.buffer)
@@ -111,7 +115,7 @@ class LearnerImpl:
         self.step += len(data)
         self._publish()
         decision = ray.get(self.coordinator.learner_progress.remote(self.learner_id, self.version, self.step))
-        if decision["snapshot"]:
+        if decision.snapshot:
             self._snapshot()
         if time.time() - self._last_checkpoint > CHECKPOINT_EVERY_SECONDS:
             self._checkpoint()
@@ -119,8 +123,8 @@ class LearnerImpl:
     def _snapshot(self) -> None:
         reply = ray.get(self.coordinator.add_snapshot.remote(
             self.learner_id, policy_to_bytes(self.model), self.step, {"updates": self.updates}))
-        if reply["reset"]:
-            self._reset(reply.get("reset_to"))
+        if reply.reset:
+            self._reset(reply.reset_to)
         self._checkpoint()
 
     def _reset(self, reset_to: str | None) -> None:

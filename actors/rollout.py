@@ -24,6 +24,7 @@ from actors.opponents import InProcessOpponents
 from envs import make_game
 from envs.base import NO_ACTION, score_from_returns, utility_range
 from league.config import Config
+from league.messages import MatchAssignments, ResultBatch, WeightsReply
 from policies.rollout import Rollout
 from policies.snapshot import policy_from_bytes
 
@@ -74,8 +75,8 @@ class EpisodeRecorder:
 
 
 class ResultColumns:
-    """Finished games of the worker's learner, kept as columns until reported
-    (``league.league.results_from_columns`` is the format sent)."""
+    """Finished games of the worker's learner, kept as columns until reported as
+    one ``league.messages.ResultBatch``."""
 
     def __init__(self):
         self.opponents: list[np.ndarray] = []  # the worker's opponent codes
@@ -90,13 +91,15 @@ class ResultColumns:
         self.scores.append(scores)
         self.n += len(opponents)
 
-    def take(self, learner_id: str, names: list[str]) -> dict:
+    def take(self, source: str, seq: int, learner_id: str, names: list[str], env_steps: int,
+             action_counts: dict[str, np.ndarray]) -> ResultBatch:
         codes = np.concatenate(self.opponents) if self.opponents else np.zeros(0, dtype=np.int64)
         scores = np.concatenate(self.scores) if self.scores else np.zeros(0)
         used, b = np.unique(codes, return_inverse=True)
         self.opponents, self.scores, self.n = [], [], 0
-        return {"agents": [learner_id] + [names[c] for c in used.tolist()], "a": np.zeros(len(codes), dtype=np.int64),
-                "b": b.astype(np.int64) + 1, "score": scores.astype(np.float64)}
+        return ResultBatch(source, seq, (learner_id, *(names[c] for c in used.tolist())),
+                           np.zeros(len(codes), dtype=np.int64), b.astype(np.int64).reshape(-1) + 1,
+                           scores.astype(np.float64), env_steps, action_counts)
 
 
 class Lane:
@@ -153,7 +156,7 @@ class RolloutWorkerImpl:
         self._stop = threading.Event()
         # A restarted worker must not reuse sequence numbers of its past life.
         self.seq = int(time.time() * 1000) * 1000
-        self.stats = {"env_steps": 0, "episodes": 0, "submitted": 0}
+        self.stats = {"env_steps": 0, "episodes": 0, "submitted": 0, "branches": {}}
         self._pending_refresh: list = []
 
     # -- weights -------------------------------------------------------------
@@ -165,12 +168,11 @@ class RolloutWorkerImpl:
             return
         self._apply_weights(learner_id, ray.get(ref))
 
-    def _apply_weights(self, learner_id: str, reply) -> None:
-        version, blob = reply
-        if blob is not None:
-            model = policy_from_bytes(blob)
+    def _apply_weights(self, learner_id: str, reply: WeightsReply) -> None:
+        if reply.blob is not None:
+            model = policy_from_bytes(reply.blob)
             model.eval()
-            self.live[learner_id] = (version, model)
+            self.live[learner_id] = (reply.version, model)
 
     def _poll_refreshes(self) -> None:
         still = []
@@ -189,7 +191,8 @@ class RolloutWorkerImpl:
         self._stop.set()
 
     def get_stats(self) -> dict[str, Any]:
-        return dict(self.stats)
+        """Env steps, episodes, transitions submitted, and matches taken per matchmaking branch."""
+        return {**self.stats, "branches": dict(self.stats["branches"])}
 
     # -- assignments -------------------------------------------------------------
     def _next_matches(self, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -218,8 +221,13 @@ class RolloutWorkerImpl:
             return
         if not block and not ray.wait([self._pending_matches], timeout=0)[0]:
             return
-        self._queue.extend((self._code(o), live) for o, live, _ in ray.get(self._pending_matches))
+        reply: MatchAssignments = ray.get(self._pending_matches)
         self._pending_matches = None
+        codes = [self._code(o) for o in reply.opponents]
+        self._queue.extend((codes[k], bool(reply.live[k])) for k in reply.opponent.tolist())
+        branches = self.stats["branches"]
+        for name, n in reply.branch_counts().items():
+            branches[name] = branches.get(name, 0) + n
 
     # -- the loop ------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -358,13 +366,13 @@ class RolloutWorkerImpl:
             return inflight
         while len(inflight) >= limit:  # backpressure: wait for the learner
             ready, inflight = ray.wait(inflight, num_returns=1)
-            if ray.get(ready[0])["version"] != self.live[self.learner_id][0]:
+            if ray.get(ready[0]).version != self.live[self.learner_id][0]:
                 self._refresh(self.learner_id, block=False)
-        inflight.append(self.learners[self.learner_id].submit.remote(rollout.to_dict()))
+        inflight.append(self.learners[self.learner_id].submit.remote(rollout))
         self.stats["submitted"] += len(rollout)
         done, inflight = ray.wait(inflight, num_returns=len(inflight), timeout=0)
         for ref in done:
-            if ray.get(ref)["version"] != self.live[self.learner_id][0]:
+            if ray.get(ref).version != self.live[self.learner_id][0]:
                 self._refresh(self.learner_id, block=False)
         return inflight
 
@@ -374,9 +382,9 @@ class RolloutWorkerImpl:
         if not self._results and not self._env_steps:
             return None
         self.seq += 1
-        counts = {self.learner_id: self._action_counts.tolist()}
-        columns = self._results.take(self.learner_id, self._names)
-        ref = self.coordinator.report_results.remote(self.worker_id, self.seq, columns, self._env_steps, counts)
+        batch = self._results.take(self.worker_id, self.seq, self.learner_id, self._names, self._env_steps,
+                                   {self.learner_id: self._action_counts})
+        ref = self.coordinator.report_results.remote(batch)
         self._env_steps = 0
         self._action_counts = np.zeros(self.num_actions)
         return ref

@@ -112,6 +112,17 @@ class DiversityTracker:
         self._sum[agent_id] = self._sum.get(agent_id, 0.0) + emb * t
         self._steps[agent_id] = self._steps.get(agent_id, 0) + t
 
+    def state(self, agent_id: str) -> tuple[list[float], int]:
+        """An agent's running sum of embeddings (weighted by steps) and its step count: what a store keeps."""
+        return self._sum[agent_id].tolist(), self._steps[agent_id]
+
+    def restore(self, agent_id: str, total: Sequence[float], steps: int) -> None:
+        """Put back a state saved from :meth:`state` (after a restart)."""
+        if steps <= 0:
+            raise ValueError(f"steps must be > 0, got {steps}")
+        self._sum[agent_id] = np.asarray(total, dtype=float)
+        self._steps[agent_id] = int(steps)
+
     def remove(self, agent_id: str) -> None:
         self._sum.pop(agent_id, None)
         self._steps.pop(agent_id, None)

@@ -22,8 +22,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from league.config import Config
+from league.diversity import DiversityTracker, TrajectoryBatch
 from league.elo import EloTable
-from league.matchmaking import CachedWinRates, LeagueView, Match, choose_matches
+from league.matchmaking import CachedWinRates, LeagueView, choose_matches
+from league.messages import (Checkpoint, MatchAssignments, NashMember, NashView, ProgressDecision, Result,
+                             ResultBatch)
 from league.nash import NashSolver, meta_exploitability, nash_entropy
 from league.payoff import PayoffTable
 from league.pool import AgentPool, AgentRecord, AgentType
@@ -72,55 +75,22 @@ class NashState:
         return {a: w for a, w in zip(self.ids, self.weights) if w > eps}
 
 
-@dataclass(frozen=True)
-class Result:
-    """One finished game: ``a`` scored ``score`` in [0, 1] against ``b``."""
-
-    a: str
-    b: str
-    score: float
-
-
-def results_from_columns(columns: dict[str, Any]) -> list[Result]:
-    """Results sent as columns: ``{"agents": [ids], "a": [i], "b": [j], "score": [s]}``
-    means ``agents[a[k]]`` scored ``score[k]`` against ``agents[b[k]]``.
-
-    Rollout workers report thousands of games a second; columns of small ints
-    and floats cost far less to send and decode than a list of tuples.
-    """
-    if not isinstance(columns, dict):
-        raise ValueError(f"results must be a list of (a, b, score) or a dict of columns, got {type(columns).__name__}")
-    agents = columns.get("agents")
-    if not isinstance(agents, (list, tuple)) or not all(isinstance(x, str) for x in agents):
-        raise ValueError("results columns need 'agents', a list of agent ids")
-    try:
-        a = np.asarray(columns["a"])
-        b = np.asarray(columns["b"])
-        score = np.asarray(columns["score"], dtype=np.float64)
-    except KeyError as exc:
-        raise ValueError(f"results columns need {exc.args[0]!r}") from None
-    if not (a.ndim == b.ndim == score.ndim == 1 and len(a) == len(b) == len(score)):
-        raise ValueError("results columns a, b and score must be 1-D of one length")
-    if len(a) and not (np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer)):
-        raise ValueError("results columns a and b must be integer indices into agents")
-    if len(a) and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= len(agents)):
-        raise ValueError(f"results columns a and b must index agents (0..{len(agents) - 1})")
-    names = list(agents)
-    return [Result(names[i], names[j], s) for i, j, s in zip(a.tolist(), b.tolist(), score.tolist())]
-
-
-def summarize(results: Sequence[Result]) -> list[dict[str, Any]]:
+def summarize(batch: ResultBatch) -> list[dict[str, Any]]:
     """A result batch as one row per ordered pair (games, total score, wins, draws,
     losses): what the store keeps of a batch. A league plays thousands of games a
     second; one row per game would grow the file by gigabytes a day."""
-    rows: dict[tuple[str, str], list[float]] = {}
-    for r in results:
-        row = rows.setdefault((r.a, r.b), [0, 0.0, 0, 0, 0])
-        row[0] += 1
-        row[1] += r.score
-        row[2 if r.score > 0.5 else 3 if r.score == 0.5 else 4] += 1
-    return [{"a": a, "b": b, "games": g, "score": sc, "wins": w, "draws": d, "losses": l}
-            for (a, b), (g, sc, w, d, l) in rows.items()]
+    if not len(batch):
+        return []
+    n = len(batch.agents)
+    pair = batch.a * n + batch.b
+    keys, inverse = np.unique(pair, return_inverse=True)
+    games = np.bincount(inverse, minlength=len(keys))
+    total = np.bincount(inverse, weights=batch.score, minlength=len(keys))
+    wins = np.bincount(inverse, weights=batch.score > 0.5, minlength=len(keys))
+    draws = np.bincount(inverse, weights=batch.score == 0.5, minlength=len(keys))
+    return [{"a": batch.agents[k // n], "b": batch.agents[k % n], "games": int(g), "score": float(sc), "wins": int(w),
+             "draws": int(d), "losses": int(g - w - d)}
+            for k, g, sc, w, d in zip(keys.tolist(), games.tolist(), total.tolist(), wins.tolist(), draws.tolist())]
 
 
 def solve_meta_game(solver: NashSolver, ids: list[str], matrix: np.ndarray, pool_version: int) -> NashState:
@@ -153,7 +123,7 @@ class League:
         self.pool_version = 0
         self.results_since_solve = 0
         self.counters: dict[str, float] = {"games": 0.0, "env_steps": 0.0}
-        self.games_by_role: dict[str, float] = {}
+        self.diversity = DiversityTracker()
         for learner_id, role in learner_ids(cfg).items():
             self.learners[learner_id] = LearnerState(learner_id, role)
         if store is not None:
@@ -188,6 +158,9 @@ class League:
                                                            "solved_at", "pool_version", "solve_seconds", "method")})
             self.pool.protect(self.nash.support())
         self.counters.update(store.counters())
+        for agent_id, total, steps in store.diversity_rows():
+            if agent_id in self.learners:
+                self.diversity.restore(agent_id, total, steps)
         self.pool_version = len(store.agents(include_removed=True))
         log.info("league restored: %d agents, %d results, %d learners", len(self.pool), store.result_count(),
                  len(self.learners))
@@ -197,13 +170,14 @@ class League:
         return LeagueView(self.pool, CachedWinRates(self.payoff), {l: s.role for l, s in self.learners.items()},
                           self.nash.support())
 
-    def next_matches(self, learner_id: str, n: int) -> list[Match]:
+    def next_matches(self, learner_id: str, n: int) -> MatchAssignments:
         state = self._learner(learner_id)
-        if not (1 <= n <= 100_000):
-            raise ValueError(f"number of matches must be in [1, 100000], got {n}")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not (1 <= n <= 100_000):
+            raise ValueError(f"number of matches must be an integer in [1, 100000], got {n!r}")
         view = self.view()
         cfg = self.cfg.role(state.role)
-        return choose_matches(learner_id, state.role, cfg, view, self.rng, n)
+        return MatchAssignments.from_matches(learner_id, choose_matches(learner_id, state.role, cfg, view, self.rng,
+                                                                        int(n)))
 
     def _learner(self, learner_id: str) -> LearnerState:
         try:
@@ -212,42 +186,50 @@ class League:
             raise ValueError(f"unknown learner id {learner_id!r}") from None
 
     # -- results -------------------------------------------------------------
-    def report_results(self, source: str, seq: int, results: Sequence[Result], env_steps: int = 0) -> bool:
+    def report_results(self, batch: ResultBatch) -> bool:
         """Apply and persist one batch of results; False if it was seen before.
 
-        The whole batch is validated before anything changes; an id that is
-        neither a learner nor in the pool (an agent evicted meanwhile) drops
-        that one result, not the batch.
+        The batch was validated when it was built (``ResultBatch``); an id that
+        is neither a learner nor in the pool (an agent evicted meanwhile) drops
+        that one result, not the batch. The learners' action histograms feed the
+        diversity tracker, persisted in the same transaction.
         """
+        if not isinstance(batch, ResultBatch):
+            raise ValueError(f"report_results takes a ResultBatch, got {type(batch).__name__}")
+        source, seq = batch.source, batch.seq
         if self.store is not None and self.store.has_batch(source, seq):
             return False
-        if env_steps < 0:
-            raise ValueError(f"env_steps must be >= 0, got {env_steps}")
-        known = lambda a: a in self.learners or a in self.pool  # noqa: E731
-        live, frozen, selfplay = [], [], 0
-        for r in results:
-            if not (0.0 <= r.score <= 1.0):
-                raise ValueError(f"score must be in [0, 1], got {r.score}")
-            if r.a == r.b:
-                selfplay += 1
-            elif known(r.a) and known(r.b):
-                (live if (r.a in self.learners or r.b in self.learners) else frozen).append(r)
+        names = np.array(batch.agents, dtype=object)
+        is_learner = np.array([x in self.learners for x in batch.agents], dtype=bool)
+        known = is_learner | np.array([x in self.pool for x in batch.agents], dtype=bool)
+        a, b, score = batch.a, batch.b, batch.score
+        counted_pair = (a != b) & known[a] & known[b] if len(a) else np.zeros(0, dtype=bool)
+        live = counted_pair & (is_learner[a] | is_learner[b]) if len(a) else counted_pair
+        frozen = counted_pair & ~live
         changed = []
-        if live:
-            changed += self.payoff.record_batch([r.a for r in live], [r.b for r in live], [r.score for r in live])
-        if frozen:
-            changed += self.payoff.record_batch([r.a for r in frozen], [r.b for r in frozen],
-                                                [r.score for r in frozen], decay=1.0)
-        moved = self.elo.update_batch([r.a for r in live + frozen], [r.b for r in live + frozen],
-                                      [r.score for r in live + frozen])
-        counted = {"games": float(len(results)), "env_steps": float(env_steps)}
+        if live.any():
+            changed += self.payoff.record_batch(names[a[live]].tolist(), names[b[live]].tolist(), score[live])
+        if frozen.any():
+            changed += self.payoff.record_batch(names[a[frozen]].tolist(), names[b[frozen]].tolist(), score[frozen],
+                                                decay=1.0)
+        rated = np.concatenate([np.flatnonzero(live), np.flatnonzero(frozen)])
+        moved = self.elo.update_batch(names[a[rated]].tolist(), names[b[rated]].tolist(), score[rated].tolist())
+        counted = {"games": float(len(batch)), "env_steps": float(batch.env_steps)}
         for key, value in counted.items():
             self.counters[key] = self.counters.get(key, 0.0) + value
-        self.results_since_solve += len(frozen)  # only frozen pairs enter the meta-game
+        self.results_since_solve += int(frozen.sum())  # only frozen pairs enter the meta-game
+        behaviour = []
+        for learner_id, counts in batch.action_counts.items():
+            if learner_id in self.learners and counts.sum() > 0:
+                actions = np.repeat(np.arange(len(counts)), counts.astype(np.int64))
+                if len(actions):
+                    self.diversity.update(learner_id, TrajectoryBatch(actions=actions, num_actions=len(counts)))
+                    behaviour.append(learner_id)
         if self.store is not None:
-            rows = [self._payoff_row(a, b) for a, b in changed]
-            elo_rows = [(a, self.elo.ratings[a], self.elo.games[a]) for a in moved]
-            self.store.record_results(source, seq, summarize(results), rows, elo_rows, counted)
+            rows = [self._payoff_row(x, y) for x, y in changed]
+            elo_rows = [(x, self.elo.ratings[x], self.elo.games[x]) for x in moved]
+            diversity_rows = [(x, *self.diversity.state(x)) for x in behaviour]
+            self.store.record_results(source, seq, summarize(batch), rows, elo_rows, counted, diversity_rows)
         return True
 
     def _payoff_row(self, a: str, b: str) -> tuple[str, str, float, float, float]:
@@ -276,7 +258,7 @@ class League:
         return len(kept)
 
     # -- learners: progress, snapshots, resets -----------------------------------
-    def learner_progress(self, learner_id: str, version: int, step: int) -> dict[str, Any]:
+    def learner_progress(self, learner_id: str, version: int, step: int) -> ProgressDecision:
         """A learner reports its version and step; returns whether to snapshot now."""
         st = self._learner(learner_id)
         st.version, st.step = int(version), int(step)
@@ -285,7 +267,7 @@ class League:
         rates = self.payoff.win_rates_for(learner_id, targets) if targets else []
         games = [self.payoff.games(learner_id, t) for t in targets]
         decision = should_snapshot(st.role, self.cfg.role(st.role), st.step - st.step_at_snapshot, rates, games)
-        return {"snapshot": decision.snapshot, "reason": decision.reason}
+        return ProgressDecision(bool(decision.snapshot), decision.reason)
 
     def add_snapshot(self, learner_id: str, blob: bytes | None, step: int, metadata: dict | None = None,
                      agent_id: str | None = None) -> tuple[AgentRecord, bool]:
@@ -356,9 +338,12 @@ class League:
         if self.store is not None:
             self.store.save_learner(learner_id, st.role.value, st.version, st.step, state, st.info())
 
-    def load_checkpoint(self, learner_id: str) -> dict[str, Any] | None:
+    def load_checkpoint(self, learner_id: str) -> Checkpoint | None:
         self._learner(learner_id)
-        return self.store.load_learner(learner_id) if self.store is not None else None
+        row = self.store.load_learner(learner_id) if self.store is not None else None
+        if row is None:
+            return None
+        return Checkpoint(learner_id, int(row["version"]), int(row["step"]), row["state"])
 
     # -- Nash ------------------------------------------------------------------
     def nash_due(self, now: float) -> bool:
@@ -429,16 +414,57 @@ class League:
         return [(ids[iu[0][k]], ids[iu[1][k]]) for k in order]
 
     # -- reading ------------------------------------------------------------------
+    def learner_views(self) -> dict[str, dict[str, Any]]:
+        """Per learner: role, version, step, snapshots, resets, Elo, expected score against the Nash."""
+        return {l: {**s.info(), "elo": self.elo.rating(l), "win_rate_vs_nash": self.win_rate_vs_nash(l)}
+                for l, s in self.learners.items()}
+
+    def learner_role(self, agent_id: str) -> str | None:
+        """The role of a live learner; None for anyone else."""
+        st = self.learners.get(agent_id)
+        return st.role.value if st is not None else None
+
+    def role_of(self, agent_id: str) -> str | None:
+        """The role of a learner or a pool agent; None for an id the league does not know."""
+        st = self.learners.get(agent_id)
+        if st is not None:
+            return st.role.value
+        return self.pool.get(agent_id).agent_type.value if agent_id in self.pool else None
+
+    def pool_size(self) -> int:
+        return len(self.pool)
+
+    def diversity_score(self) -> float | None:
+        """Mean pairwise cosine distance of the learners' behaviour; None below two learners seen."""
+        return self.diversity.diversity_score() if len(self.diversity.agent_ids) >= 2 else None
+
     def status(self) -> dict[str, Any]:
+        """The league now, JSON-ready (``GET /status``, the launcher's progress line)."""
         return {
             "pool_size": len(self.pool),
             "pool_by_role": self.pool.counts_by_type(),
             "pool_version": self.pool_version,
             "games": self.counters.get("games", 0.0),
             "env_steps": self.counters.get("env_steps", 0.0),
-            "learners": {l: {**s.info(), "elo": self.elo.rating(l), "win_rate_vs_nash": self.win_rate_vs_nash(l)}
-                         for l, s in self.learners.items()},
+            "learners": self.learner_views(),
             "nash_entropy": self.nash.entropy,
             "nash_support": len(self.nash.support()),
             "meta_exploitability": self.nash.meta_exploitability,
+            "diversity_score": self.diversity_score(),
         }
+
+    def nash_view(self, state: NashState | None = None) -> NashView:
+        """The adopted Nash mixture (or ``state``) with each member's role and Elo."""
+        n = self.nash if state is None else state
+        members = tuple(NashMember(a, float(w), self.role_of(a), self.elo.rating(a)) for a, w in n.support().items())
+        return NashView(members, n.entropy, n.meta_exploitability, n.pool_version, n.solved_at, n.solve_seconds,
+                        n.method)
+
+    def pool_view(self) -> list[dict[str, Any]]:
+        """Every pool agent, oldest first, with its Elo (``GET /pool``)."""
+        return [{**r.to_dict(), "elo": self.elo.rating(r.agent_id)} for r in self.pool.list()]
+
+    def payoff_view(self) -> dict[str, Any]:
+        """The measured meta-game: ids, win rates and games (``GET /payoff``)."""
+        ids, matrix = self.payoff_matrix()
+        return {"ids": ids, "win_rates": matrix.tolist(), "games": self.payoff.games_matrix(ids).tolist() if ids else []}

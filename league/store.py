@@ -49,6 +49,7 @@ CREATE TABLE learners (learner_id TEXT PRIMARY KEY, role TEXT NOT NULL, version 
 CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, kind TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE measurements (id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, kind TEXT NOT NULL,
     value REAL NOT NULL, data TEXT NOT NULL);
+CREATE TABLE diversity (agent_id TEXT PRIMARY KEY, embedding_sum TEXT NOT NULL, steps INTEGER NOT NULL);
 CREATE INDEX events_kind ON events (kind);
 CREATE INDEX measurements_kind ON measurements (kind, time);
 """
@@ -105,6 +106,9 @@ class LeagueStore:
         version = self.get_meta("schema_version")
         if version != SCHEMA_VERSION:
             raise StoreError(f"{self.path} has schema version {version}; this nash-league reads version {SCHEMA_VERSION}")
+        # Added after schema version 1 shipped; additive, so older files gain it on open.
+        db.execute("CREATE TABLE IF NOT EXISTS diversity (agent_id TEXT PRIMARY KEY, embedding_sum TEXT NOT NULL, "
+                   "steps INTEGER NOT NULL)")
 
     def close(self) -> None:
         with self._lock:
@@ -165,10 +169,6 @@ class LeagueStore:
             for agent_id in clear_payoff:
                 db.execute("DELETE FROM payoff WHERE a = ? OR b = ?", (agent_id, agent_id))
 
-    def remove_agents(self, agent_ids: Iterable[str]) -> None:
-        with self.transaction() as db:
-            self._remove(db, agent_ids)
-
     def _remove(self, db: sqlite3.Connection, agent_ids: Iterable[str]) -> None:
         now = time.time()
         for agent_id in agent_ids:
@@ -203,8 +203,10 @@ class LeagueStore:
         payoff_rows: Iterable[tuple[str, str, float, float, float]],
         elo_rows: Iterable[tuple[str, float, int]],
         counters: dict[str, float],
+        diversity_rows: Iterable[tuple[str, Sequence[float], int]] = (),
     ) -> bool:
-        """Store a result batch with everything it changed, in one transaction.
+        """Store a result batch with everything it changed (payoff, Elo, counters,
+        the learners' behaviour embeddings), in one transaction.
 
         Idempotent per (source, seq): a batch retried after a crash is stored
         once; returns False when it was already there.
@@ -219,7 +221,14 @@ class LeagueStore:
             for name, delta in counters.items():
                 db.execute("INSERT INTO counters VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + ?",
                            (name, delta, delta))
+            db.executemany("INSERT OR REPLACE INTO diversity VALUES (?,?,?)",
+                           [(a, json.dumps([float(x) for x in total]), int(steps)) for a, total, steps in diversity_rows])
             return True
+
+    def diversity_rows(self) -> list[tuple[str, list[float], int]]:
+        """Per agent: the running sum of behaviour embeddings and the steps behind it."""
+        return [(a, json.loads(total), steps)
+                for a, total, steps in self._query("SELECT agent_id, embedding_sum, steps FROM diversity")]
 
     def set_payoff_rows(self, rows: Iterable[tuple[str, str, float, float, float]]) -> None:
         """Overwrite pairs' counts (exactly computed payoffs), in one transaction."""

@@ -4,8 +4,8 @@ A :class:`Rollout` holds N transitions of ONE learner's side, made of complete
 episodes concatenated in order. ``dones[t]`` is True at the learner's last
 decision of an episode and the terminal return goes in that step's reward (the
 games are zero-sum with terminal rewards, so the learner's episode return is
-the sum of its rewards). ``to_dict``/``from_dict`` give a msgpack-friendly form
-(raw bytes + dtype + shape; no pickle).
+the sum of its rewards). Rollout workers send it to their learner as is (numpy
+columns cross Ray cheaply).
 
 :func:`collect_rollout` is the reference the Ray rollout worker mirrors: it
 plays a ``VectorGame`` with the learner in a random seat per episode against an
@@ -81,36 +81,6 @@ class Rollout:
         if not rollouts:
             raise ValueError("Rollout.concat needs at least one rollout")
         return cls(**{f.name: np.concatenate([getattr(r, f.name) for r in rollouts]) for f in fields(cls)})
-
-    def to_dict(self) -> dict:
-        """``{name: {"dtype": str, "shape": [..], "data": bytes}}``: msgpack-ready."""
-        return {
-            f.name: {
-                "dtype": getattr(self, f.name).dtype.str,
-                "shape": list(getattr(self, f.name).shape),
-                "data": np.ascontiguousarray(getattr(self, f.name)).tobytes(),
-            }
-            for f in fields(self)
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Rollout":
-        """Inverse of :meth:`to_dict`; ValueError on a malformed or foreign dict."""
-        if not isinstance(d, dict):
-            raise ValueError(f"Rollout.from_dict expects a dict, got {type(d).__name__}")
-        arrays = {}
-        for f in fields(cls):
-            entry = d.get(f.name)
-            try:
-                dtype = np.dtype(entry["dtype"])
-                shape = tuple(int(s) for s in entry["shape"])
-                if dtype != np.dtype(_DTYPES[f.name]):
-                    raise ValueError(f"dtype {dtype} (expected {np.dtype(_DTYPES[f.name])})")
-                arr = np.frombuffer(entry["data"], dtype=dtype).reshape(shape).copy()
-            except Exception as exc:
-                raise ValueError(f"Rollout.from_dict: bad field {f.name!r}: {exc}") from None
-            arrays[f.name] = arr
-        return cls(**arrays)
 
 
 def collect_rollout(

@@ -122,7 +122,7 @@ class LeagueAPI:
     @app.get("/nash")
     async def nash(self, request: Request):
         n = await self.coordinator.nash.remote()
-        return self._reply(request, {**n, "game": self.game})
+        return self._reply(request, {**n.to_dict(), "game": self.game})
 
     @app.get("/pool")
     async def pool(self, request: Request):
@@ -139,15 +139,14 @@ class LeagueAPI:
         except BadRequest as exc:
             return _error(exc.status, str(exc))
         n = await self.coordinator.nash.remote()
-        if not n["agents"]:
+        if not n.members:
             return _error(409, "the league has no Nash mixture yet")
-        ids = [a["agent_id"] for a in n["agents"]]
-        weights = np.array([a["weight"] for a in n["agents"]], dtype=np.float64)
+        ids, weights = n.ids, n.weights
         seed = req.seed
         rng = np.random.default_rng(seed)
         count = len(req.obs)
         if req.episode_ids is not None:
-            members = np.array([member_for_episode(e, seed or 0, n["pool_version"], weights)
+            members = np.array([member_for_episode(e, seed or 0, n.pool_version, weights)
                                 for e in req.episode_ids])
         else:
             members = rng.choice(len(ids), size=count, p=weights / weights.sum())
@@ -162,7 +161,7 @@ class LeagueAPI:
                 actions[rows] = model.act(req.obs[rows], req.mask[rows], generator=rng,
                                           deterministic=req.deterministic)[0]
         return self._reply(request, {"actions": actions.tolist(), "members": [ids[m] for m in members.tolist()],
-                                     "pool_version": n["pool_version"], "solved_at": n["solved_at"]})
+                                     "pool_version": n.pool_version, "solved_at": n.solved_at})
 
 
 def deploy_api(cfg, obs_size: int, num_actions: int) -> None:

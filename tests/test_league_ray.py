@@ -81,13 +81,13 @@ def test_biased_rps_nash_mixture_plays_the_known_equilibrium(ray_local, tmp_path
             league.supervise()
             nash = ray.get(league.coordinator.nash.remote())
             status = league.status()
-            if status["pool_size"] < 8 or not nash["agents"]:
+            if status["pool_size"] < 8 or not nash.members:
                 return None
             probs = np.zeros(3)
-            for member in nash["agents"]:
-                model = policy_from_bytes(ray.get(league.coordinator.get_snapshot.remote(member["agent_id"])))
+            for member in nash.members:
+                model = policy_from_bytes(ray.get(league.coordinator.get_snapshot.remote(member.agent_id)))
                 obs = np.array([[1.0, 0.0]], dtype=np.float32)
-                probs += member["weight"] * model.probs(obs, np.ones((1, 3), dtype=bool))[0]
+                probs += member.weight * model.probs(obs, np.ones((1, 3), dtype=bool))[0]
             return probs
         deadline = time.time() + 240
         best = None

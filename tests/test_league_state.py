@@ -6,8 +6,13 @@ import numpy as np
 import pytest
 
 from league.config import load_config
-from league.league import League, Result, results_from_columns
+from league.league import League
+from league.messages import MatchAssignments, ProgressDecision, Result, ResultBatch
 from league.store import LeagueStore
+
+
+def batch(results, source="w0", seq=1, env_steps=0, action_counts=None):
+    return ResultBatch.from_results(source, seq, results, env_steps, action_counts)
 
 
 @pytest.fixture
@@ -21,10 +26,10 @@ def test_results_are_idempotent_and_survive_reopen(cfg):
     store = LeagueStore(cfg.run.storage)
     league = League(cfg, store)
     rec, _ = league.add_snapshot("main_agent-0", b"w", step=10)
-    batch = [Result("main_agent-0", rec.agent_id, 1.0), Result("main_agent-0", rec.agent_id, 0.0),
-             Result("main_agent-0", "main_agent-0", 0.5)]
-    assert league.report_results("w0", 1, batch, env_steps=30)
-    assert not league.report_results("w0", 1, batch, env_steps=30)  # retry after a lost reply
+    results = [Result("main_agent-0", rec.agent_id, 1.0), Result("main_agent-0", rec.agent_id, 0.0),
+               Result("main_agent-0", "main_agent-0", 0.5)]
+    assert league.report_results(batch(results, env_steps=30))
+    assert not league.report_results(batch(results, env_steps=30))  # retry after a lost reply
     assert league.counters == {"games": 3.0, "env_steps": 30.0}
     assert league.payoff.counts("main_agent-0", rec.agent_id) == pytest.approx((0.99, 0.0, 1.0))
     store.close()
@@ -38,41 +43,70 @@ def test_results_are_idempotent_and_survive_reopen(cfg):
 def test_bad_results_change_nothing(cfg):
     league = League(cfg, LeagueStore(cfg.run.storage))
     with pytest.raises(ValueError, match="score"):
-        league.report_results("w0", 1, [Result("main_agent-0", "x", 0.2), Result("main_agent-0", "y", 7.0)])
+        league.report_results(batch([Result("main_agent-0", "x", 0.2), Result("main_agent-0", "y", 7.0)]))
+    with pytest.raises(ValueError, match="ResultBatch"):
+        league.report_results([Result("main_agent-0", "x", 0.2)])
     assert league.counters["games"] == 0
     with pytest.raises(ValueError, match="unknown learner"):
         league.next_matches("nobody", 3)
+    with pytest.raises(ValueError, match="number of matches"):
+        league.next_matches("main_agent-0", 0)
 
 
-def test_results_sent_as_columns_decode_to_the_same_results():
-    cols = {"agents": ["m", "x", "y"], "a": np.array([0, 0, 2]), "b": np.array([1, 2, 1]), "score": np.array([1.0, 0.25, 0.5])}
-    assert results_from_columns(cols) == [Result("m", "x", 1.0), Result("m", "y", 0.25), Result("y", "x", 0.5)]
-    assert results_from_columns({"agents": [], "a": [], "b": [], "score": []}) == []
+def test_next_matches_are_columns_of_the_role_rule(cfg):
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    m = league.next_matches("main_agent-0", 50)
+    assert isinstance(m, MatchAssignments) and len(m) == 50
+    # an empty pool leaves the main agent only its live self
+    assert m.opponents == ("main_agent-0",) and m.live.tolist() == [True]
+    assert m.opponent.tolist() == [0] * 50
+    assert sum(m.branch_counts().values()) == 50
 
 
-@pytest.mark.parametrize("change, match", [
-    ({"agents": "m"}, "list of agent ids"),
-    ({"agents": ["m", 3]}, "list of agent ids"),
-    ({"a": np.array([0, 3])}, "index agents"),
-    ({"b": np.array([-1, 0])}, "index agents"),
-    ({"a": np.array([0.0, 1.0])}, "integer"),
-    ({"score": np.array([1.0])}, "one length"),
-    ({"a": np.zeros((2, 1), dtype=int)}, "1-D"),
-])
-def test_malformed_result_columns_raise_value_error(change, match):
-    cols = {"agents": ["m", "x"], "a": np.array([0, 0]), "b": np.array([1, 1]), "score": np.array([1.0, 0.0]), **change}
-    with pytest.raises(ValueError, match=match):
-        results_from_columns(cols)
-    with pytest.raises(ValueError, match="'score'"):
-        results_from_columns({"agents": ["m"], "a": [0], "b": [0]})
+def test_diversity_survives_a_restart_from_the_store(cfg):
+    store = LeagueStore(cfg.run.storage)
+    league = League(cfg, store)
+    league.report_results(batch([], "w0", 1, 10, {"main_agent-0": [30, 10, 0]}))
+    league.report_results(batch([], "w1", 1, 10, {"main_exploiter-0": [0, 10, 30]}))
+    league.report_results(batch([], "w0", 2, 10, {"main_agent-0": [10, 30, 0]}))
+    # main agent: mean histogram (0.5, 0.5, 0); exploiter (0, 0.25, 0.75):
+    # cosine = 0.125 / (sqrt(0.5) * sqrt(0.625))
+    want = 1.0 - 0.125 / (np.sqrt(0.5) * np.sqrt(0.625))
+    assert league.diversity_score() == pytest.approx(want, abs=1e-12)
+    assert league.status()["diversity_score"] == pytest.approx(want, abs=1e-12)
+    store.close()
+    again = League(cfg, LeagueStore(cfg.run.storage))
+    assert again.diversity_score() == pytest.approx(want, abs=1e-12)
+    # a retried batch does not count twice
+    assert not again.report_results(batch([], "w0", 2, 10, {"main_agent-0": [10, 30, 0]}))
+    assert again.diversity_score() == pytest.approx(want, abs=1e-12)
+
+
+def test_read_models_describe_the_league(cfg):
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    a, _ = league.add_snapshot("main_agent-0", b"a", step=1)
+    b, _ = league.add_snapshot("main_agent-0", b"b", step=2)
+    league.record_exact(a.agent_id, b.agent_id, 0.75)
+    league.solve_nash()
+    nash = league.nash_view()
+    assert nash.ids == [a.agent_id] and nash.weights.tolist() == pytest.approx([1.0])
+    assert nash.members[0].role == "main_agent"
+    assert nash.to_dict()["agents"][0]["agent_id"] == a.agent_id
+    assert [p["agent_id"] for p in league.pool_view()] == [a.agent_id, b.agent_id]
+    payoff = league.payoff_view()
+    assert payoff["ids"] == [a.agent_id, b.agent_id]
+    assert payoff["win_rates"][0][1] == pytest.approx(0.75)
+    assert league.role_of("main_exploiter-0") == "main_exploiter" and league.role_of("nobody") is None
+    assert league.learner_role(a.agent_id) is None
+    assert set(league.learner_views()) == {"main_agent-0", "main_exploiter-0", "league_exploiter-0"}
 
 
 def test_main_exploiter_snapshots_on_beating_the_main_agent_and_always_resets(cfg):
     league = League(cfg, LeagueStore(cfg.run.storage))
-    assert not league.learner_progress("main_exploiter-0", 1, 50)["snapshot"]
-    league.report_results("w", 1, [Result("main_exploiter-0", "main_agent-0", 1.0)] * 30)
+    assert not league.learner_progress("main_exploiter-0", 1, 50).snapshot
+    league.report_results(batch([Result("main_exploiter-0", "main_agent-0", 1.0)] * 30, "w"))
     decision = league.learner_progress("main_exploiter-0", 2, 50)
-    assert decision == {"snapshot": True, "reason": "win_rate"}
+    assert decision == ProgressDecision(True, "win_rate")
     record, reset = league.add_snapshot("main_exploiter-0", b"w", step=50)
     assert reset and league.learners["main_exploiter-0"].resets == 1
     # a reset learner starts with a clean payoff record
@@ -129,8 +163,8 @@ def test_evaluation_pairs_prefer_unmeasured(cfg):
 def test_stored_batches_are_per_pair_summaries(cfg):
     league = League(cfg, LeagueStore(cfg.run.storage))
     rec, _ = league.add_snapshot("main_agent-0", b"w", step=1)
-    batch = [Result("main_agent-0", rec.agent_id, s) for s in (1.0, 0.5, 0.0, 0.75)]
-    league.report_results("w", 1, batch, env_steps=8)
+    league.report_results(batch([Result("main_agent-0", rec.agent_id, s) for s in (1.0, 0.5, 0.0, 0.75)], "w",
+                                env_steps=8))
     (payload,) = [json.loads(r[0]) for r in league.store._query("SELECT payload FROM results")]
     assert payload == [{"a": "main_agent-0", "b": rec.agent_id, "games": 4, "score": 2.25,
                         "wins": 2, "draws": 1, "losses": 1}]

@@ -17,7 +17,8 @@ import torch
 
 from envs import game_info
 from league.config import load_config
-from league.league import League, Result
+from league.league import League
+from league.messages import Result, ResultBatch
 from league.store import LeagueStore
 from monitoring import report
 from policies.exploitability import nash_conv_of_mixture
@@ -66,7 +67,7 @@ def league_run(tmp_path_factory):
                 league.record_exact(a, b, 0.5 + 0.3 * np.sin(2 * np.pi * (theta[a] - theta[b])))
         results = [Result(l, str(rng.choice(ids)), float(rng.integers(0, 5)) / 4) for l in league.learners for _ in range(20)]
         seq += 1
-        league.report_results("worker-0", seq, results, env_steps=len(results) * 3)
+        league.report_results(ResultBatch.from_results("worker-0", seq, results, env_steps=len(results) * 3))
         league.solve_nash()
         support = league.nash.support()
         value = nash_conv_of_mixture(GAME, [models[a] for a in support], list(support.values()))["nash_conv"]

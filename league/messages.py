@@ -1,0 +1,277 @@
+"""The messages between the league's actors, on one screen.
+
+Plain dataclasses of strings, numbers and numpy columns (no Ray, no torch), so
+they cross Ray cheaply (numpy arrays go out of band) and can be built and
+checked in unit tests. Constructors validate: a malformed message raises
+``ValueError`` naming the field, so a bad caller gets an error and the
+long-running receiver stays up.
+
+    RolloutWorker --next_matches(learner, n)--------> Coordinator -> MatchAssignments
+    RolloutWorker --report_results(ResultBatch)-----> Coordinator -> bool (stored; also on a retry)
+    Evaluator     --report_results(ResultBatch)-----> Coordinator    (sampled frozen-vs-frozen games)
+    Evaluator     --record_exact(ExactScores)-------> Coordinator -> int (pairs kept)
+    Learner       --learner_progress(...)-----------> Coordinator -> ProgressDecision
+    Learner       --add_snapshot(...)---------------> Coordinator -> SnapshotReply
+    RolloutWorker --get_weights(version)------------> Learner     -> WeightsReply
+    RolloutWorker --submit(policies.rollout.Rollout)> Learner     -> LearnerAck
+    anyone        --nash()--------------------------> Coordinator -> NashView  (GET /nash is its to_dict)
+
+A result batch is idempotent per ``(source, seq)``: a retry after a lost reply
+or a coordinator restart is stored once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Result:
+    """One finished game: ``a`` scored ``score`` in [0, 1] against ``b``."""
+
+    a: str
+    b: str
+    score: float
+
+
+def _pair_columns(agents: Any, a: Any, b: Any, score: Any, what: str) -> tuple[tuple[str, ...], np.ndarray, np.ndarray,
+                                                                              np.ndarray]:
+    """Validated ``(agents, a, b, score)``: ``agents[a[k]]`` scored ``score[k]`` against ``agents[b[k]]``."""
+    if isinstance(agents, (str, bytes)) or not isinstance(agents, (list, tuple)) \
+            or not all(isinstance(x, str) for x in agents):
+        raise ValueError(f"{what}: 'agents' must be a list of agent ids")
+    try:
+        a_ = np.asarray(a)
+        b_ = np.asarray(b)
+        s_ = np.asarray(score, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what}: columns a, b and score must be numeric ({exc})") from None
+    if not (a_.ndim == b_.ndim == s_.ndim == 1 and len(a_) == len(b_) == len(s_)):
+        raise ValueError(f"{what}: columns a, b and score must be 1-D of one length")
+    if len(a_):
+        if not (np.issubdtype(a_.dtype, np.integer) and np.issubdtype(b_.dtype, np.integer)):
+            raise ValueError(f"{what}: columns a and b must be integer indices into agents")
+        if min(a_.min(), b_.min()) < 0 or max(a_.max(), b_.max()) >= len(agents):
+            raise ValueError(f"{what}: columns a and b must index agents (0..{len(agents) - 1})")
+        if not np.all((s_ >= 0.0) & (s_ <= 1.0)):  # also rejects NaN
+            bad = s_[~((s_ >= 0.0) & (s_ <= 1.0))][0]
+            raise ValueError(f"{what}: score must be in [0, 1], got {bad}")
+    return tuple(agents), a_.astype(np.int64), b_.astype(np.int64), s_
+
+
+def _intern(triples: Iterable[tuple[str, str, float]]) -> tuple[list[str], list[int], list[int], list[float]]:
+    agents: dict[str, int] = {}
+    a, b, s = [], [], []
+    for x, y, score in triples:
+        a.append(agents.setdefault(str(x), len(agents)))
+        b.append(agents.setdefault(str(y), len(agents)))
+        s.append(float(score))
+    return list(agents), a, b, s
+
+
+@dataclass(frozen=True)
+class ResultBatch:
+    """Finished games of one reporter, as columns: ``agents[a[k]]`` scored
+    ``score[k]`` against ``agents[b[k]]``. One batch per ``(source, seq)``.
+
+    ``env_steps``: environment steps the reporter took since its last batch.
+    ``action_counts``: per learner, a histogram of its actions since its last
+    batch (the behaviour embedding of the league's diversity score).
+    Rollout workers send thousands of games a second: columns of small ints
+    cost far less to send and decode than a list of tuples.
+    """
+
+    source: str
+    seq: int
+    agents: tuple[str, ...]
+    a: np.ndarray
+    b: np.ndarray
+    score: np.ndarray
+    env_steps: int = 0
+    action_counts: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.source, str) or not self.source:
+            raise ValueError("result batch: 'source' must be a non-empty string")
+        if isinstance(self.seq, bool) or not isinstance(self.seq, (int, np.integer)):
+            raise ValueError(f"result batch: 'seq' must be an integer, got {self.seq!r}")
+        if isinstance(self.env_steps, bool) or not isinstance(self.env_steps, (int, np.integer)) or self.env_steps < 0:
+            raise ValueError(f"result batch: 'env_steps' must be an integer >= 0, got {self.env_steps!r}")
+        agents, a, b, score = _pair_columns(self.agents, self.a, self.b, self.score, "result batch")
+        counts = {}
+        if not isinstance(self.action_counts, dict):
+            raise ValueError("result batch: 'action_counts' must map learner ids to histograms")
+        for learner_id, hist in self.action_counts.items():
+            h = np.asarray(hist, dtype=np.float64)
+            if not isinstance(learner_id, str) or h.ndim != 1 or not np.all(np.isfinite(h)) or np.any(h < 0):
+                raise ValueError(f"result batch: action_counts[{learner_id!r}] must be a 1-D histogram of counts >= 0")
+            counts[learner_id] = h
+        for name, value in (("seq", int(self.seq)), ("env_steps", int(self.env_steps)), ("agents", agents), ("a", a),
+                            ("b", b), ("score", score), ("action_counts", counts)):
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_results(cls, source: str, seq: int, results: Iterable[Result | tuple[str, str, float]],
+                     env_steps: int = 0, action_counts: dict[str, Any] | None = None) -> "ResultBatch":
+        agents, a, b, s = _intern((r.a, r.b, r.score) if isinstance(r, Result) else r for r in results)
+        return cls(source, seq, tuple(agents), np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64),
+                   np.asarray(s, dtype=np.float64), env_steps, dict(action_counts or {}))
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    def results(self) -> list[Result]:
+        names = self.agents
+        return [Result(names[i], names[j], s) for i, j, s in zip(self.a.tolist(), self.b.tolist(), self.score.tolist())]
+
+
+@dataclass(frozen=True)
+class ExactScores:
+    """Exactly computed expected scores of frozen pairs (no sampling noise), as columns."""
+
+    agents: tuple[str, ...]
+    a: np.ndarray
+    b: np.ndarray
+    score: np.ndarray
+
+    def __post_init__(self):
+        for name, value in zip(("agents", "a", "b", "score"),
+                               _pair_columns(self.agents, self.a, self.b, self.score, "exact scores")):
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_triples(cls, triples: Iterable[tuple[str, str, float]]) -> "ExactScores":
+        agents, a, b, s = _intern(triples)
+        return cls(tuple(agents), np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64),
+                   np.asarray(s, dtype=np.float64))
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    def triples(self) -> list[tuple[str, str, float]]:
+        names = self.agents
+        return [(names[i], names[j], s) for i, j, s in zip(self.a.tolist(), self.b.tolist(), self.score.tolist())]
+
+
+@dataclass(frozen=True)
+class MatchAssignments:
+    """``n`` matches for one learner, as columns: match ``k`` is against
+    ``opponents[opponent[k]]``, a live learner when ``live[opponent[k]]``
+    (its current weights play) and a frozen snapshot otherwise; it came from
+    matchmaking branch ``branches[branch[k]]`` (self_play, pfsp, ...)."""
+
+    learner_id: str
+    opponents: tuple[str, ...]
+    live: np.ndarray  # (len(opponents),) bool
+    opponent: np.ndarray  # (n,) int64
+    branches: tuple[str, ...]
+    branch: np.ndarray  # (n,) int64
+
+    @classmethod
+    def from_matches(cls, learner_id: str, matches: Sequence[Any]) -> "MatchAssignments":
+        """From ``league.matchmaking.Match`` objects (anything with opponent_id, live, branch)."""
+        opp: dict[str, int] = {}
+        live: list[bool] = []
+        br: dict[str, int] = {}
+        o_col, b_col = [], []
+        for m in matches:
+            k = opp.get(m.opponent_id)
+            if k is None:
+                k = opp[m.opponent_id] = len(opp)
+                live.append(bool(m.live))
+            o_col.append(k)
+            b_col.append(br.setdefault(m.branch, len(br)))
+        return cls(learner_id, tuple(opp), np.asarray(live, dtype=bool), np.asarray(o_col, dtype=np.int64),
+                   tuple(br), np.asarray(b_col, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.opponent)
+
+    def branch_counts(self) -> dict[str, int]:
+        counts = np.bincount(self.branch, minlength=len(self.branches))
+        return {name: int(c) for name, c in zip(self.branches, counts)}
+
+
+@dataclass(frozen=True)
+class ProgressDecision:
+    """The coordinator's answer to a learner's progress report."""
+
+    snapshot: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class SnapshotReply:
+    """A snapshot is stored as ``agent_id``; the learner resets when ``reset``
+    (to snapshot ``reset_to``, or a fresh initialisation when it is None)."""
+
+    agent_id: str
+    reset: bool
+    reset_to: str | None = None
+
+
+@dataclass(frozen=True)
+class WeightsReply:
+    """A learner's current version; ``blob`` is None when the caller already has it."""
+
+    version: int
+    blob: bytes | None
+
+
+@dataclass(frozen=True)
+class LearnerAck:
+    """A learner took a rollout; its version and step after any update it triggered."""
+
+    version: int
+    step: int
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A learner's last saved state (parameters + optimizer), to resume from."""
+
+    learner_id: str
+    version: int
+    step: int
+    state: bytes | None
+
+
+@dataclass(frozen=True)
+class NashMember:
+    agent_id: str
+    weight: float
+    role: str | None
+    elo: float
+
+
+@dataclass(frozen=True)
+class NashView:
+    """The current Nash mixture over the frozen pool (what ``GET /nash`` shows)."""
+
+    members: tuple[NashMember, ...] = ()
+    entropy: float = 0.0
+    meta_exploitability: float = 0.0
+    pool_version: int = -1
+    solved_at: float = 0.0
+    solve_seconds: float = 0.0
+    method: str = ""
+
+    @property
+    def ids(self) -> list[str]:
+        return [m.agent_id for m in self.members]
+
+    @property
+    def weights(self) -> np.ndarray:
+        return np.array([m.weight for m in self.members], dtype=np.float64)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``agents`` is a list of {agent_id, weight, role, elo}."""
+        return {
+            "agents": [{"agent_id": m.agent_id, "weight": m.weight, "role": m.role, "elo": m.elo} for m in self.members],
+            "entropy": self.entropy, "meta_exploitability": self.meta_exploitability,
+            "pool_version": self.pool_version, "solved_at": self.solved_at, "solve_seconds": self.solve_seconds,
+            "method": self.method,
+        }

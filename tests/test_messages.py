@@ -1,0 +1,90 @@
+"""league/messages.py: the typed messages between actors validate what they carry."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from league.matchmaking import Match
+from league.messages import ExactScores, MatchAssignments, NashMember, NashView, Result, ResultBatch
+
+
+def columns(**change):
+    cols = {"agents": ("m", "x"), "a": np.array([0, 0]), "b": np.array([1, 1]), "score": np.array([1.0, 0.0])}
+    cols.update(change)
+    return cols
+
+
+def test_result_batch_columns_decode_to_the_results():
+    batch = ResultBatch("w", 1, ("m", "x", "y"), np.array([0, 0, 2]), np.array([1, 2, 1]), np.array([1.0, 0.25, 0.5]))
+    assert batch.results() == [Result("m", "x", 1.0), Result("m", "y", 0.25), Result("y", "x", 0.5)]
+    assert len(batch) == 3
+    assert ResultBatch("w", 2, (), [], [], []).results() == []
+
+
+def test_result_batch_from_results_interns_ids():
+    batch = ResultBatch.from_results("w", 7, [("m", "x", 1.0), Result("x", "m", 0.0)], env_steps=5)
+    assert batch.agents == ("m", "x") and batch.a.tolist() == [0, 1] and batch.b.tolist() == [1, 0]
+    assert batch.results() == [Result("m", "x", 1.0), Result("x", "m", 0.0)]
+    assert (batch.source, batch.seq, batch.env_steps) == ("w", 7, 5)
+
+
+def test_result_batch_survives_pickling_as_ray_sends_it():
+    batch = ResultBatch("w", 3, ("m", "x"), np.array([0]), np.array([1]), np.array([0.5]), 12, {"m": [1.0, 2.0]})
+    back = pickle.loads(pickle.dumps(batch))
+    assert back.results() == batch.results() and back.action_counts["m"].tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"agents": "m"}, "list of agent ids"),
+    ({"agents": ("m", 3)}, "list of agent ids"),
+    ({"a": np.array([0, 3])}, "index agents"),
+    ({"b": np.array([-1, 0])}, "index agents"),
+    ({"a": np.array([0.0, 1.0])}, "integer"),
+    ({"score": np.array([1.0])}, "one length"),
+    ({"a": np.zeros((2, 1), dtype=int)}, "1-D"),
+    ({"score": np.array([1.0, 7.0])}, r"score must be in \[0, 1\], got 7.0"),
+    ({"score": np.array([np.nan, 0.0])}, r"score must be in \[0, 1\]"),
+    ({"score": ["x", "y"]}, "numeric"),
+])
+def test_malformed_result_columns_raise_value_error(change, match):
+    with pytest.raises(ValueError, match=match):
+        ResultBatch("w", 1, **columns(**change))
+    with pytest.raises(ValueError, match=match):
+        ExactScores(**columns(**change))
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("source", "", "source"), ("seq", "1", "seq"), ("seq", True, "seq"), ("env_steps", -1, "env_steps"),
+    ("action_counts", {"m": [1.0, -2.0]}, "action_counts"), ("action_counts", [1, 2], "action_counts"),
+])
+def test_malformed_result_batch_fields_raise_value_error(field, value, match):
+    kwargs = {"source": "w", "seq": 1, **columns(), field: value}
+    with pytest.raises(ValueError, match=match):
+        ResultBatch(**kwargs)
+
+
+def test_match_assignments_keep_opponent_liveness_and_branch():
+    matches = [Match("l", "l", True, "self_play"), Match("l", "s1", False, "pfsp"), Match("l", "s1", False, "pfsp"),
+               Match("l", "s2", False, "forgotten")]
+    m = MatchAssignments.from_matches("l", matches)
+    assert len(m) == 4
+    assert [m.opponents[k] for k in m.opponent] == ["l", "s1", "s1", "s2"]
+    assert [bool(m.live[k]) for k in m.opponent] == [True, False, False, False]
+    assert [m.branches[k] for k in m.branch] == ["self_play", "pfsp", "pfsp", "forgotten"]
+    assert m.branch_counts() == {"self_play": 1, "pfsp": 2, "forgotten": 1}
+
+
+def test_exact_scores_round_trip():
+    s = ExactScores.from_triples([("a", "b", 0.25), ("b", "c", 1.0)])
+    assert s.triples() == [("a", "b", 0.25), ("b", "c", 1.0)] and len(s) == 2
+
+
+def test_nash_view_as_json():
+    view = NashView((NashMember("a", 0.25, "main_agent", 1010.0), NashMember("b", 0.75, None, 990.0)), 0.56, 0.01, 4,
+                    100.0, 0.002, "lp")
+    assert view.ids == ["a", "b"] and view.weights.tolist() == [0.25, 0.75]
+    d = view.to_dict()
+    assert d["agents"] == [{"agent_id": "a", "weight": 0.25, "role": "main_agent", "elo": 1010.0},
+                           {"agent_id": "b", "weight": 0.75, "role": None, "elo": 990.0}]
+    assert (d["pool_version"], d["method"]) == (4, "lp")
