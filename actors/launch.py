@@ -21,6 +21,7 @@ from typing import Any
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "kuhn_poker.yaml"
 log = logging.getLogger("actors.launch")
+TARGETS_EVERY_SECONDS = 10.0  # how often the Prometheus discovery file follows the cluster's nodes
 
 
 def parse_args(argv: list[str] | None):
@@ -173,6 +174,25 @@ class League:
             ray.kill(actor, no_restart=True)
 
 
+def metrics_port(port: int | None) -> int | None:
+    """``port`` if it can be bound on loopback, else None (Ray picks one): Ray does not check it, and
+    its node then times out at startup (~35 s) with no word about the port. Prometheus finds either
+    through the targets file."""
+    import socket
+
+    if port is None:
+        return None
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the agent's HTTP server does
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            print(f"nash-league: ray.metrics_export_port {port} is in use; Ray picks a free port instead",
+                  file=sys.stderr, flush=True)
+            return None
+    return port
+
+
 def progress_line(status: dict[str, Any], steps_per_s: float, elapsed: float) -> str:
     by_role = status["pool_by_role"]
     mains = [(lid, l) for lid, l in status["learners"].items() if l["role"] == "main_agent"]
@@ -204,8 +224,15 @@ def main(argv: list[str] | None = None) -> int:
         ray.init(address=cfg.ray.address or os.environ.get("RAY_ADDRESS"), namespace=cfg.ray.namespace)
     else:
         ray.init(address="local", namespace=cfg.ray.namespace, include_dashboard=False, _node_ip_address="127.0.0.1",
-                 num_cpus=cfg.ray.num_cpus or max(8, 4 * (os.cpu_count() or 2)), log_to_driver=False)
+                 num_cpus=cfg.ray.num_cpus or max(8, 4 * (os.cpu_count() or 2)), log_to_driver=False,
+                 _metrics_export_port=metrics_port(cfg.ray.metrics_export_port))
     print(f"nash-league: {cfg.game.name} league, storage {cfg.run.storage}", flush=True)
+    from monitoring.targets import PrometheusTargets
+
+    targets = PrometheusTargets()
+    endpoints = targets.update(ray.nodes())
+    print(f"nash-league: metrics of Ray session {ray.get_runtime_context().get_session_name()} at "
+          f"{', '.join(endpoints) or '(none)'}; Prometheus targets in {targets.path} (`make monitor`)", flush=True)
     stop = {"flag": False}
 
     def on_signal(signum, frame):
@@ -217,12 +244,16 @@ def main(argv: list[str] | None = None) -> int:
     start = time.time()
     last_t, last_steps = start, None
     next_print = start
+    next_targets = start + TARGETS_EVERY_SECONDS
     final: dict[str, Any] = {}
     try:
         while not stop["flag"]:
             league.supervise()
             time.sleep(0.5)
             now = time.time()
+            if now >= next_targets:  # nodes join and leave a cluster
+                targets.update(ray.nodes())
+                next_targets = now + TARGETS_EVERY_SECONDS
             if cfg.run.max_minutes is not None and now - start >= cfg.run.max_minutes * 60:
                 break
             if now >= next_print or cfg.run.max_env_steps is not None:
@@ -239,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         print(progress_line(final, 0.0, time.time() - start), flush=True)
         print(f"nash-league: stopped; the league is in {Path(cfg.run.storage) / 'league.db'}", flush=True)
     finally:
+        targets.clear()
         if not in_cluster:
             ray.shutdown()
     return 0

@@ -154,6 +154,10 @@ class RayConfig:
     namespace: str = "league"
     coordinator_name: str = "coordinator"
     num_cpus: int | None = None
+    # Where the local Ray's metrics agent exports (Prometheus text format); null lets Ray pick a free port.
+    # Fixed so metrics keep one address across restarts; ignored when joining a cluster (its
+    # `ray start --metrics-export-port` decides). Must lie outside Ray's worker ports (10002-19999).
+    metrics_export_port: int | None = 8080
 
 
 @dataclass
@@ -220,6 +224,10 @@ class Config:
         _positive("run.progress_every_seconds", self.run.progress_every_seconds)
         if self.ray.num_cpus is not None:
             _positive("ray.num_cpus", self.ray.num_cpus)
+        port = self.ray.metrics_export_port
+        if port is not None and (not 0 < port < 65536 or 10002 <= port <= 19999):
+            raise ConfigError("ray.metrics_export_port", f"must be a TCP port outside Ray's worker ports "
+                                                         f"10002-19999 (or null), got {port!r}")
         return self
 
     def role(self, agent_type) -> RoleConfig:

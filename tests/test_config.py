@@ -33,6 +33,8 @@ def test_yaml_then_overrides(tmp_path):
     ("roles.main_agent.self_play=0.9", "roles.main_agent.self_play"),
     ("serve.port=70000", "serve.port"),
     ("rollout.opponent_inference=gpu", "rollout.opponent_inference"),
+    ("ray.metrics_export_port=12000", "ray.metrics_export_port"),  # inside Ray's worker ports
+    ("ray.metrics_export_port=0", "ray.metrics_export_port"),
     ("novalue", "novalue"),
 ])
 def test_bad_values_name_the_key(override, key):
