@@ -11,7 +11,7 @@ export RAY_SERVE_THROUGHPUT_OPTIMIZED ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup run test test-fast bench monitor prometheus clean
+.PHONY: setup run test test-fast bench monitor monitor-info prometheus clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,11 +36,26 @@ prometheus:
 	@command -v prometheus >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus; }
 
-# Prometheus on 127.0.0.1:9090 scraping the local Ray cluster (run a league in another terminal).
-monitor: setup prometheus
-	mkdir -p runs/prometheus
-	prometheus --config.file=monitoring/prometheus/prometheus.yml --storage.tsdb.path=runs/prometheus \
-		--web.listen-address=127.0.0.1:9090
+# Prometheus on 127.0.0.1:$(PROMETHEUS_PORT) scraping the league that `make run` (or a `ray job submit`
+# on this head node) runs: it finds it through the file the launcher keeps current (monitoring/prometheus/README.md).
+PROMETHEUS_PORT ?= 9090
+PROMETHEUS_TARGETS := /tmp/nash-league/prometheus_targets.json
+GRAFANA_DIR := $(CURDIR)/monitoring/grafana
+monitor: prometheus monitor-info
+	@mkdir -p runs/prometheus $(dir $(PROMETHEUS_TARGETS))
+	@[ -e $(PROMETHEUS_TARGETS) ] || echo '[]' > $(PROMETHEUS_TARGETS)
+	@if $(PYTHON) -c 'import socket, sys; sys.exit(socket.socket().connect_ex(("127.0.0.1", $(PROMETHEUS_PORT))) != 0)'; then \
+		echo "nash-league: 127.0.0.1:$(PROMETHEUS_PORT) is taken (Debian's own prometheus service? sudo systemctl stop prometheus), or use another port: make monitor PROMETHEUS_PORT=9091" >&2; exit 1; fi
+	exec prometheus --config.file=monitoring/prometheus/prometheus.yml --storage.tsdb.path=runs/prometheus \
+		--web.listen-address=127.0.0.1:$(PROMETHEUS_PORT)
+
+monitor-info:
+	@echo "nash-league: Prometheus at http://127.0.0.1:$(PROMETHEUS_PORT) (try ray_league_pool_size), targets from $(PROMETHEUS_TARGETS)"
+	@echo "nash-league: Grafana provisioning in $(GRAFANA_DIR)/provisioning, dashboards in $(GRAFANA_DIR)/dashboards"
+	@echo "nash-league: with Grafana installed, start it in another terminal, then open http://localhost:3000 (admin/admin):"
+	@echo "  GF_PATHS_PROVISIONING=$(GRAFANA_DIR)/provisioning NASH_LEAGUE_DASHBOARDS=$(GRAFANA_DIR)/dashboards GF_PATHS_DATA=$(CURDIR)/runs/grafana GF_PATHS_LOGS=$(CURDIR)/runs/grafana/log GF_PATHS_PLUGINS=$(CURDIR)/runs/grafana/plugins grafana server --homepath /usr/share/grafana"
+	@echo "nash-league: or with Docker:"
+	@echo "  docker run --rm --network host -e NASH_LEAGUE_DASHBOARDS=/dashboards -v $(GRAFANA_DIR)/provisioning:/etc/grafana/provisioning:ro -v $(GRAFANA_DIR)/dashboards:/dashboards:ro grafana/grafana"
 
 bench: setup
 	$(PY) -m bench.nash
