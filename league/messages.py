@@ -59,7 +59,15 @@ def _pair_columns(agents: Any, a: Any, b: Any, score: Any, what: str) -> tuple[t
         if not np.all((s_ >= 0.0) & (s_ <= 1.0)):  # also rejects NaN
             bad = s_[~((s_ >= 0.0) & (s_ <= 1.0))][0]
             raise ValueError(f"{what}: score must be in [0, 1], got {bad}")
-    return tuple(agents), a_.astype(np.int64), b_.astype(np.int64), s_
+    a_, b_ = a_.astype(np.int64), b_.astype(np.int64)
+    unique = tuple(dict.fromkeys(agents))
+    if len(unique) < len(agents):
+        # an id listed twice (a worker's learner that is also its own opponent) is one agent:
+        # indices are remapped so that equal indices mean the same agent, and only then
+        first = {x: i for i, x in enumerate(unique)}
+        remap = np.array([first[x] for x in agents], dtype=np.int64)
+        a_, b_ = remap[a_], remap[b_]
+    return unique, a_, b_, s_
 
 
 def _intern(triples: Iterable[tuple[str, str, float]]) -> tuple[list[str], list[int], list[int], list[float]]:

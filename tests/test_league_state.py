@@ -40,6 +40,18 @@ def test_results_are_idempotent_and_survive_reopen(cfg):
     assert again.elo.rating("main_agent-0") == pytest.approx(league.elo.rating("main_agent-0"))
 
 
+def test_self_play_as_a_worker_reports_it_counts_but_carries_no_payoff(cfg):
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    rec, _ = league.add_snapshot("main_agent-0", b"w", step=1)
+    # the worker's form: its learner first, then the opponents it met (itself included)
+    sent = ResultBatch("w0", 1, ("main_agent-0", "main_agent-0", rec.agent_id), np.zeros(3, dtype=np.int64),
+                       np.array([1, 1, 2]), np.array([0.5, 1.0, 1.0]), env_steps=9)
+    assert league.report_results(sent)
+    assert league.counters == {"games": 3.0, "env_steps": 9.0}
+    assert league.payoff.games("main_agent-0", rec.agent_id) == pytest.approx(1.0)
+    assert league.payoff.games("main_agent-0", "main_agent-0") == 0
+
+
 def test_bad_results_change_nothing(cfg):
     league = League(cfg, LeagueStore(cfg.run.storage))
     with pytest.raises(ValueError, match="score"):

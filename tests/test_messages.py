@@ -22,6 +22,14 @@ def test_result_batch_columns_decode_to_the_results():
     assert ResultBatch("w", 2, (), [], [], []).results() == []
 
 
+def test_an_agent_listed_twice_is_one_agent():
+    """A worker lists its learner first and then every opponent, itself included in self-play."""
+    batch = ResultBatch("w", 1, ("m", "x", "m"), np.array([0, 0, 2]), np.array([2, 1, 1]), np.array([0.5, 1.0, 0.0]))
+    assert batch.agents == ("m", "x")
+    assert batch.a.tolist() == [0, 0, 0] and batch.b.tolist() == [0, 1, 1]
+    assert batch.results() == [Result("m", "m", 0.5), Result("m", "x", 1.0), Result("m", "x", 0.0)]
+
+
 def test_result_batch_from_results_interns_ids():
     batch = ResultBatch.from_results("w", 7, [("m", "x", 1.0), Result("x", "m", 0.0)], env_steps=5)
     assert batch.agents == ("m", "x") and batch.a.tolist() == [0, 1] and batch.b.tolist() == [1, 0]
