@@ -67,19 +67,21 @@ class League:
         from actors.coordinator import LeagueCoordinator
         from actors.evaluator import Evaluator
         from actors.learner import Learner
+        from actors.placement import actor_options, coordinator_options
         from actors.rollout import RolloutWorker
         from league.league import learner_ids
 
         self.cfg = cfg
         ns = cfg.ray.namespace
-        self.coordinator = LeagueCoordinator.options(name=cfg.ray.coordinator_name, namespace=ns).remote(cfg)
+        self.coordinator = LeagueCoordinator.options(
+            name=cfg.ray.coordinator_name, namespace=ns, **coordinator_options(cfg)).remote(cfg)
         ray.get(self.coordinator.ping.remote())
         self.apps: list[str] = []
         if cfg.serve.api or cfg.rollout.opponent_inference == "serve":
             self._start_serve(cfg, info)
         roles = learner_ids(cfg)
         self.learners = {
-            lid: Learner.options(name=f"learner:{lid}", namespace=ns).remote(
+            lid: Learner.options(name=f"learner:{lid}", namespace=ns, **actor_options(cfg.learner)).remote(
                 lid, role.value, cfg, info.obs_size, info.num_actions, self.coordinator)
             for lid, role in roles.items()
         }
@@ -88,10 +90,11 @@ class League:
         for k, lid in enumerate(roles):
             for j in range(cfg.rollout.workers_per_learner):
                 wid = f"worker:{lid}:{j}"
-                self.workers[wid] = RolloutWorker.options(name=wid, namespace=ns).remote(
+                self.workers[wid] = RolloutWorker.options(name=wid, namespace=ns, **actor_options(cfg.rollout)).remote(
                     wid, lid, cfg, self.coordinator, self.learners, seed=cfg.run.seed * 1000 + 10 * k + j)
         self.evaluators = {
-            f"evaluator:{i}": Evaluator.options(name=f"evaluator:{i}", namespace=ns).remote(
+            f"evaluator:{i}": Evaluator.options(name=f"evaluator:{i}", namespace=ns,
+                                                **actor_options(cfg.evaluator)).remote(
                 f"evaluator:{i}", cfg, self.coordinator, seed=cfg.run.seed * 1000 + 900 + i)
             for i in range(cfg.evaluator.count)
         }
@@ -104,7 +107,8 @@ class League:
         from serve.opponents import APP_NAME as OPPONENTS_APP, deploy_opponents
 
         # HTTP options are fixed until serve.shutdown(): set them before the first app.
-        serve.start(http_options={"host": cfg.serve.host, "port": cfg.serve.port})
+        serve.start(http_options={"host": cfg.serve.host, "port": cfg.serve.port},
+                    proxy_location=cfg.serve.proxy_location)
         if cfg.rollout.opponent_inference == "serve":
             deploy_opponents(cfg)
             self.apps.append(OPPONENTS_APP)
@@ -216,6 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nash-league: config error: {exc}", file=sys.stderr)
         return 2
 
+    from actors.placement import check_storage_resource, resolve_storage
+
+    # Absolute before anything starts: the coordinator may run in another working directory (a job's).
+    cfg.run.storage, warning = resolve_storage(cfg.run.storage)
+    if warning:
+        print(f"nash-league: warning: {warning}", file=sys.stderr, flush=True)
+
     import ray
 
     os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
@@ -226,6 +237,12 @@ def main(argv: list[str] | None = None) -> int:
         ray.init(address="local", namespace=cfg.ray.namespace, include_dashboard=False, _node_ip_address="127.0.0.1",
                  num_cpus=cfg.ray.num_cpus or max(8, 4 * (os.cpu_count() or 2)), log_to_driver=False,
                  _metrics_export_port=metrics_port(cfg.ray.metrics_export_port))
+    problem = check_storage_resource(cfg)
+    if problem:
+        print(f"nash-league: config error: {problem}", file=sys.stderr)
+        if not in_cluster:
+            ray.shutdown()
+        return 2
     print(f"nash-league: {cfg.game.name} league, storage {cfg.run.storage}", flush=True)
     from monitoring.targets import PrometheusTargets
 

@@ -21,6 +21,7 @@ import torch
 from league.config import Config, ConfigError, from_dict
 from league.messages import LearnerAck, WeightsReply
 from monitoring.metrics import LeagueMetrics
+from policies.device import resolve_device
 from policies.net import ActorCritic, PolicySpec
 from policies.ppo import PPOConfig, make_optimizer, ppo_update
 from policies.rollout import Rollout
@@ -54,7 +55,8 @@ class LearnerImpl:
         self.spec = PolicySpec(obs_size=obs_size, num_actions=num_actions, hidden=tuple(cfg.policy.hidden),
                                activation=cfg.policy.activation)
         torch.manual_seed(hash((cfg.run.seed, learner_id)) % (2**31))
-        self.model = ActorCritic(self.spec)
+        self.device = resolve_device(cfg.learner.device, ray.get_gpu_ids())
+        self.model = ActorCritic(self.spec).to(self.device)
         self.optimizer = make_optimizer(self.model, self.ppo)
         self.version = 0
         self.step = 0
@@ -67,10 +69,11 @@ class LearnerImpl:
         checkpoint = ray.get(coordinator.load_checkpoint.remote(learner_id))
         if checkpoint is not None and checkpoint.state:
             self.model, self.optimizer, extra = learner_state_from_bytes(
-                checkpoint.state, lambda m: make_optimizer(m, self.ppo))
+                checkpoint.state, lambda m: make_optimizer(m.to(self.device), self.ppo))
             self.version = int(extra.get("version", checkpoint.version))
             self.step = int(extra.get("step", checkpoint.step))
             log.info("%s resumed at version %d, step %d", learner_id, self.version, self.step)
+        log.info("%s trains on %s", learner_id, self.device)
         self._publish()
         self._last_checkpoint = time.time()
 
@@ -151,6 +154,7 @@ class LearnerImpl:
 
     def info(self) -> dict[str, Any]:
         return {"learner_id": self.learner_id, "role": self.role, "version": self.version, "step": self.step,
+                "device": str(self.device),
                 "updates": self.updates, **{f"loss_{k}": v for k, v in self.last_stats.items()}}
 
 

@@ -27,6 +27,9 @@ class ConfigError(ValueError):
         self.key = key
 
 
+SCHEDULING = ("default", "spread")
+DEVICES = ("auto", "cpu", "cuda")
+SERVE_PROXY = ("HeadOnly", "EveryNode", "Disabled")
 SAMPLING = ("alphastar", "pfsp", "nash", "latest", "self")
 WEIGHTING = ("hard", "squared", "variance", "linear", "linear_capped")
 
@@ -117,6 +120,41 @@ class PolicyConfig:
     activation: str = "tanh"
 
 
+def _validate_placement(key: str, num_cpus: float, num_gpus: float, resources: dict, scheduling: str) -> None:
+    """Per-role Ray options (docs/cluster.md): logical CPUs and GPUs, custom resources, spread."""
+    _nonneg(f"{key}.num_cpus", num_cpus)
+    _nonneg(f"{key}.num_gpus", num_gpus)
+    for name, amount in resources.items():
+        if not isinstance(name, str) or not name or name in ("CPU", "GPU", "memory"):
+            raise ConfigError(f"{key}.resources", f"custom resource names are non-empty strings other than "
+                                                  f"CPU, GPU, memory; got {name!r}")
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)):
+            raise ConfigError(f"{key}.resources.{name}", f"must be a number, got {amount!r}")
+        _positive(f"{key}.resources.{name}", amount)
+    if scheduling not in SCHEDULING:
+        raise ConfigError(f"{key}.scheduling", f"must be one of {', '.join(SCHEDULING)}, got {scheduling!r}")
+
+
+@dataclass
+class LearnerConfig:
+    """Where learners run and on what (docs/cluster.md)."""
+
+    num_cpus: float = 0.5
+    num_gpus: float = 0.0
+    resources: dict[str, float] = field(default_factory=dict)
+    scheduling: str = "default"  # or "spread": across the cluster's nodes
+    device: str = "auto"  # auto: CUDA when Ray gave the actor a GPU; cpu; cuda; cuda:N
+
+    def validate(self) -> None:
+        _validate_placement("learner", self.num_cpus, self.num_gpus, self.resources, self.scheduling)
+        base, _, index = self.device.partition(":")
+        if base not in DEVICES or (index and (base != "cuda" or not index.isdigit())):
+            raise ConfigError("learner.device", f"must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        if base == "cuda" and self.num_gpus <= 0:
+            raise ConfigError("learner.device", f"{self.device} needs learner.num_gpus > 0 (Ray hides GPUs from "
+                                                "actors that did not ask for one)")
+
+
 @dataclass
 class RolloutConfig:
     workers_per_learner: int = 1
@@ -127,6 +165,11 @@ class RolloutConfig:
     opponent_inference: str = "serve"  # or "inprocess": frozen opponents in the worker's own process
     lanes: int = 2  # sub-vectors a worker alternates between while served requests are in flight
     matches_per_request: int = 64
+    # Ray options of each worker (docs/cluster.md)
+    num_cpus: float = 0.5
+    num_gpus: float = 0.0
+    resources: dict[str, float] = field(default_factory=dict)
+    scheduling: str = "default"
 
 
 @dataclass
@@ -134,6 +177,10 @@ class EvaluatorConfig:
     count: int = 1
     games_per_pair: int = 256
     exact: bool = True
+    num_cpus: float = 0.25
+    num_gpus: float = 0.0
+    resources: dict[str, float] = field(default_factory=dict)
+    scheduling: str = "default"
 
 
 @dataclass
@@ -146,6 +193,17 @@ class ServeConfig:
     batch_wait_timeout_s: float = 0.002
     max_ongoing_requests: int = 256
     num_cpus: float = 0.2
+    resources: dict[str, float] = field(default_factory=dict)  # of each opponents replica
+    num_replicas: int = 1
+    # Serve's own autoscaling of the opponents deployment instead of a fixed count, e.g.
+    # {min_replicas: 1, max_replicas: 8, target_ongoing_requests: 4}
+    autoscaling: dict[str, Any] | None = None
+    # where Serve runs HTTP proxies: HeadOnly (the API is reached on the head), EveryNode, Disabled
+    proxy_location: str = "HeadOnly"
+
+
+AUTOSCALING_KEYS = ("min_replicas", "max_replicas", "target_ongoing_requests", "initial_replicas",
+                    "upscale_delay_s", "downscale_delay_s")
 
 
 @dataclass
@@ -158,6 +216,9 @@ class RayConfig:
     # Fixed so metrics keep one address across restarts; ignored when joining a cluster (its
     # `ray start --metrics-export-port` decides). Must lie outside Ray's worker ports (10002-19999).
     metrics_export_port: int | None = 8080
+    # A custom resource that only the node holding run.storage declares (e.g. league_storage):
+    # the coordinator then runs, and restarts, there. Unset: on the launcher's node, by hard affinity.
+    storage_resource: str | None = None
 
 
 @dataclass
@@ -179,6 +240,7 @@ class Config:
     ppo: dict[str, Any] = field(default_factory=dict)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
     ray: RayConfig = field(default_factory=RayConfig)
     run: RunConfig = field(default_factory=RunConfig)
@@ -215,6 +277,21 @@ class Config:
             _positive(f"serve.{name}", getattr(self.serve, name))
         _nonneg("serve.batch_wait_timeout_s", self.serve.batch_wait_timeout_s)
         _nonneg("serve.num_cpus", self.serve.num_cpus)
+        _validate_placement("serve", self.serve.num_cpus, 0.0, self.serve.resources, "default")
+        _positive("serve.num_replicas", self.serve.num_replicas)
+        if self.serve.autoscaling is not None:
+            _validate_autoscaling(self.serve.autoscaling)
+        if self.serve.proxy_location not in SERVE_PROXY:
+            raise ConfigError("serve.proxy_location", f"must be one of {', '.join(SERVE_PROXY)}, "
+                                                      f"got {self.serve.proxy_location!r}")
+        self.learner.validate()
+        for section in ("rollout", "evaluator"):
+            s = getattr(self, section)
+            _validate_placement(section, s.num_cpus, s.num_gpus, s.resources, s.scheduling)
+        if self.ray.storage_resource is not None and (
+                not self.ray.storage_resource or self.ray.storage_resource in ("CPU", "GPU", "memory")):
+            raise ConfigError("ray.storage_resource", f"must name a custom resource that the storage node "
+                                                      f"declares, got {self.ray.storage_resource!r}")
         if self.run.max_minutes is not None:
             _positive("run.max_minutes", self.run.max_minutes)
         if self.run.max_env_steps is not None:
@@ -235,6 +312,23 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _validate_autoscaling(a: dict) -> None:
+    for name, value in a.items():
+        if name not in AUTOSCALING_KEYS:
+            raise ConfigError(f"serve.autoscaling.{name}", f"unknown key (known: {', '.join(AUTOSCALING_KEYS)})")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"serve.autoscaling.{name}", f"must be a number, got {value!r}")
+        if name.endswith("replicas") and not float(value).is_integer():
+            raise ConfigError(f"serve.autoscaling.{name}", f"must be an integer, got {value!r}")
+        (_nonneg if name in ("min_replicas", "upscale_delay_s", "downscale_delay_s") else _positive)(
+            f"serve.autoscaling.{name}", value)
+    lo, hi = a.get("min_replicas", 1), a.get("max_replicas")
+    if hi is None:
+        raise ConfigError("serve.autoscaling.max_replicas", "is required when serve.autoscaling is set")
+    if lo > hi:
+        raise ConfigError("serve.autoscaling.min_replicas", f"must be <= max_replicas ({hi}), got {lo}")
 
 
 def _unit(key: str, value: float, open_low: bool = False) -> None:

@@ -85,20 +85,17 @@ def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: P
 
     # --- GAE (no gradient; values recorded at acting time)
     advantages, returns = compute_gae(rollout.rewards, rollout.values, rollout.dones, cfg.gamma, cfg.gae_lambda)
-    obs = torch.from_numpy(rollout.obs)
-    mask = torch.from_numpy(rollout.mask)
-    actions = torch.from_numpy(rollout.actions)
-    old_logp = torch.from_numpy(rollout.logp)
-    old_values = torch.from_numpy(rollout.values)
-    adv_t = torch.from_numpy(advantages)
-    ret_t = torch.from_numpy(returns)
+    device = next(model.parameters()).device  # the learner's (CPU or its GPU)
+    obs, mask, actions, old_logp, old_values, adv_t, ret_t = (
+        torch.from_numpy(x).to(device) for x in (rollout.obs, rollout.mask, rollout.actions, rollout.logp,
+                                                   rollout.values, advantages, returns))
 
     stats = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clipfrac": [], "grad_norm": []}
     mb = min(cfg.minibatch_size, n)
     model.train()
     stop = False
     for _ in range(cfg.epochs):
-        perm = torch.randperm(n, generator=generator)
+        perm = torch.randperm(n, generator=generator).to(device)
         for start in range(0, n, mb):
             idx = perm[start:start + mb]
             new_logp, entropy, new_value = model.evaluate_actions(obs[idx], mask[idx], actions[idx])

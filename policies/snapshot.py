@@ -19,6 +19,18 @@ LEARNER_FORMAT = "nash-league/learner"
 VERSION = 1
 
 
+def _cpu(obj):
+    """Tensors (nested in dicts, lists, tuples) detached and on the CPU: a blob written by a GPU learner
+    must load on CPU-only workers and replicas."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu().clone()
+    if isinstance(obj, dict):
+        return {k: _cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_cpu(v) for v in obj)
+    return obj
+
+
 def _save(payload: dict) -> bytes:
     buf = io.BytesIO()
     torch.save(payload, buf)
@@ -57,7 +69,7 @@ def policy_to_bytes(model: ActorCritic) -> bytes:
         "format": POLICY_FORMAT,
         "version": VERSION,
         "spec": model.spec.to_dict(),
-        "state_dict": {k: v.detach().clone() for k, v in model.state_dict().items()},
+        "state_dict": _cpu(model.state_dict()),
     })
 
 
@@ -80,8 +92,8 @@ def learner_state_to_bytes(model: ActorCritic, optimizer: torch.optim.Optimizer 
         "format": LEARNER_FORMAT,
         "version": VERSION,
         "spec": model.spec.to_dict(),
-        "state_dict": {k: v.detach().clone() for k, v in model.state_dict().items()},
-        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "state_dict": _cpu(model.state_dict()),
+        "optimizer": _cpu(optimizer.state_dict()) if optimizer is not None else None,
         "extra": dict(extra or {}),
     })
 

@@ -97,12 +97,30 @@ class Opponents:
         return out
 
 
+def replica_actor_options(serve_cfg) -> dict:
+    """Each replica's Ray options: a fraction of a CPU (a replica reserves a whole one by default) and
+    any custom resources. Replicas hold no state but an LRU of snapshots fetched from the coordinator,
+    so they may run on any node."""
+    options: dict = {"num_cpus": serve_cfg.num_cpus}
+    if serve_cfg.resources:
+        options["resources"] = dict(serve_cfg.resources)
+    return options
+
+
+def replica_count(serve_cfg) -> dict:
+    """``num_replicas`` fixed, or Serve's autoscaling on ongoing requests per replica."""
+    if serve_cfg.autoscaling is not None:
+        return {"autoscaling_config": dict(serve_cfg.autoscaling)}
+    return {"num_replicas": serve_cfg.num_replicas}
+
+
 def deploy_opponents(cfg) -> None:
     """Run the opponents app (no HTTP route: only rollout workers call it)."""
     app = Opponents.options(
         max_ongoing_requests=cfg.serve.max_ongoing_requests,
         graceful_shutdown_timeout_s=5, graceful_shutdown_wait_loop_s=0.5,
-        ray_actor_options={"num_cpus": cfg.serve.num_cpus},
+        ray_actor_options=replica_actor_options(cfg.serve),
+        **replica_count(cfg.serve),
         # an access-log line per rollout request costs CPU and says nothing new
         logging_config={"enable_access_log": False},
     ).bind(cfg.ray.coordinator_name, cfg.ray.namespace, cfg.serve.lru_size, cfg.serve.max_batch_size,

@@ -56,3 +56,41 @@ def test_bad_file(tmp_path):
 def test_config_roundtrips_through_dict():
     cfg = Config()
     assert load_config(None, []).to_dict() == cfg.validate().to_dict()
+
+
+@pytest.mark.parametrize("override, key", [
+    ("learner.num_gpus=-1", "learner.num_gpus"),
+    ("learner.device=tpu", "learner.device"),
+    ("learner.device=cuda", "learner.device"),  # a CUDA learner needs a GPU from Ray
+    ("learner.scheduling=pack", "learner.scheduling"),
+    ("learner.resources={GPU: 1}", "learner.resources"),
+    ("rollout.resources={worker_slot: 0}", "rollout.resources.worker_slot"),
+    ("rollout.resources={worker_slot: abc}", "rollout.resources.worker_slot"),
+    ("rollout.num_cpus=-0.5", "rollout.num_cpus"),
+    ("evaluator.scheduling=random", "evaluator.scheduling"),
+    ("serve.num_replicas=0", "serve.num_replicas"),
+    ("serve.autoscaling={min_replicas: 1}", "serve.autoscaling.max_replicas"),
+    ("serve.autoscaling={min_replicas: 3, max_replicas: 2}", "serve.autoscaling.min_replicas"),
+    ("serve.autoscaling={max_replicas: 2, target_requests: 4}", "serve.autoscaling.target_requests"),
+    ("serve.autoscaling={max_replicas: 2, target_ongoing_requests: 0}", "serve.autoscaling.target_ongoing_requests"),
+    ("serve.autoscaling={max_replicas: 2.5}", "serve.autoscaling.max_replicas"),
+    ("serve.proxy_location=Everywhere", "serve.proxy_location"),
+    ("ray.storage_resource=CPU", "ray.storage_resource"),
+    ("ray.storage_resource=''", "ray.storage_resource"),
+])
+def test_bad_cluster_values_name_the_key(override, key):
+    with pytest.raises(ConfigError) as info:
+        load_config(None, [override])
+    assert info.value.key == key
+    assert str(info.value).startswith(key) and "\n" not in str(info.value)
+
+
+def test_cluster_options_parse():
+    cfg = load_config(None, ["learner.num_gpus=1", "learner.device=cuda:0", "rollout.scheduling=spread",
+                             "rollout.resources={worker_slot: 1}", "ray.storage_resource=league_storage",
+                             "serve.autoscaling={min_replicas: 1, max_replicas: 4, target_ongoing_requests: 2}"])
+    assert cfg.learner.num_gpus == 1 and cfg.learner.device == "cuda:0"
+    assert cfg.rollout.scheduling == "spread" and cfg.rollout.resources == {"worker_slot": 1}
+    assert cfg.ray.storage_resource == "league_storage"
+    assert cfg.serve.autoscaling["max_replicas"] == 4
+    assert cfg.serve.proxy_location == "HeadOnly"  # the HTTP API is reached on the head only by default
