@@ -63,6 +63,7 @@ class LearnerImpl:
         self.updates = 0
         self.buffer: list[Rollout] = []
         self.buffered = 0
+        self.snapshots_acked: list[str] = []  # ids the coordinator stored (this life)
         self.last_stats: dict[str, float] = {}
         self._lock = threading.Lock()
         self.metrics = LeagueMetrics()
@@ -126,6 +127,7 @@ class LearnerImpl:
     def _snapshot(self) -> None:
         reply = ray.get(self.coordinator.add_snapshot.remote(
             self.learner_id, policy_to_bytes(self.model), self.step, {"updates": self.updates}))
+        self.snapshots_acked.append(reply.agent_id)
         if reply.reset:
             self._reset(reply.reset_to)
         self._checkpoint()
@@ -154,7 +156,7 @@ class LearnerImpl:
 
     def info(self) -> dict[str, Any]:
         return {"learner_id": self.learner_id, "role": self.role, "version": self.version, "step": self.step,
-                "device": str(self.device),
+                "device": str(self.device), "snapshots_acked": list(self.snapshots_acked),
                 "updates": self.updates, **{f"loss_{k}": v for k, v in self.last_stats.items()}}
 
 

@@ -156,7 +156,10 @@ class RolloutWorkerImpl:
         self._stop = threading.Event()
         # A restarted worker must not reuse sequence numbers of its past life.
         self.seq = int(time.time() * 1000) * 1000
-        self.stats = {"env_steps": 0, "episodes": 0, "submitted": 0, "branches": {}}
+        # Acknowledged result batches of this life: seqs first_seq+1 .. last_acked_seq, each one the coordinator
+        # committed before replying (the node-loss test counts them in the store, exactly).
+        self.stats = {"env_steps": 0, "episodes": 0, "submitted": 0, "branches": {}, "first_seq": self.seq,
+                      "last_acked_seq": None, "results_acked": 0, "games_acked": 0}
         self._pending_refresh: list = []
 
     # -- weights -------------------------------------------------------------
@@ -271,8 +274,7 @@ class RolloutWorkerImpl:
                 self._finish(lane)
         # flush: everything finished reaches the coordinator before run() returns
         report_ref = self._report(report_ref)
-        if report_ref is not None:
-            ray.get(report_ref)
+        self._acknowledged(report_ref)
         ray.get(inflight)
         return self.get_stats()
 
@@ -376,18 +378,27 @@ class RolloutWorkerImpl:
                 self._refresh(self.learner_id, block=False)
         return inflight
 
+    def _acknowledged(self, pending) -> None:
+        if pending is None:
+            return
+        ref, seq, games = pending
+        ray.get(ref)  # one batch in flight; the coordinator retries on restart
+        self.stats["results_acked"] += 1
+        self.stats["games_acked"] += games
+        self.stats["last_acked_seq"] = seq
+
     def _report(self, previous):
-        if previous is not None:
-            ray.get(previous)  # one batch in flight; the coordinator retries on restart
+        self._acknowledged(previous)
         if not self._results and not self._env_steps:
             return None
         self.seq += 1
+        games = len(self._results)
         batch = self._results.take(self.worker_id, self.seq, self.learner_id, self._names, self._env_steps,
                                    {self.learner_id: self._action_counts})
         ref = self.coordinator.report_results.remote(batch)
         self._env_steps = 0
         self._action_counts = np.zeros(self.num_actions)
-        return ref
+        return ref, self.seq, games
 
 
 # The worker loop is synchronous: its Serve handle must run its router in a separate

@@ -1,0 +1,226 @@
+"""The smoke league submitted as a job to a three-node Ray cluster on one machine, then a node lost.
+
+A head that declares ``league_storage`` (the store's node) and two worker nodes that declare
+``league_worker``; the league is configured the way docs/cluster.md tells a user to: the coordinator
+on the storage resource, learners / rollout workers / evaluators / opponents replicas on
+``league_worker``, spread. Placement is read from Ray's state API, never from our own code.
+The second test kills a worker node mid-run and counts, exactly, that nothing acknowledged was lost.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from league.store import LeagueStore
+from policies.snapshot import policy_from_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+DASHBOARD_PORT = 8268
+SERVE_PORT = 8124
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+WORKER = {"league_worker": 0.01}
+OVERRIDES = [
+    "ray.storage_resource=league_storage",
+    f"learner.resources={json.dumps(WORKER)}", "learner.scheduling=spread",
+    f"rollout.resources={json.dumps(WORKER)}", "rollout.scheduling=spread",
+    f"evaluator.resources={json.dumps(WORKER)}",
+    f"serve.resources={json.dumps(WORKER)}", "serve.num_replicas=2", f"serve.port={SERVE_PORT}",
+    "run.max_minutes=2",
+]
+
+
+def wait_for(fn, timeout=120.0, every=1.0, what="condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            value = fn()
+        except Exception as exc:  # the cluster is changing under us: try again
+            value, last = None, exc
+        if value is not None and value is not False:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"{what} not reached in {timeout:.0f} s (last error: {last!r})")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Head + two worker nodes; the league job running on it (started by the first test that needs it)."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    # The job's entrypoint runs with the cluster's PATH: start the cluster from the project's environment.
+    old_path = os.environ["PATH"]
+    os.environ["PATH"] = f"{BIN}:{old_path}"
+    c = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 2, "resources": {"league_storage": 1}, "node_ip_address": "127.0.0.1",
+        "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": DASHBOARD_PORT,
+        # a killed node is declared dead after ~3 s instead of ~15 s
+        "_system_config": {"health_check_period_ms": 1000, "health_check_failure_threshold": 3},
+    })
+    workers = [c.add_node(num_cpus=4, resources={"league_worker": 1}, node_ip_address="127.0.0.1")
+               for _ in range(2)]
+    c.wait_for_nodes()
+    ray.init(address=c.address, namespace="league", log_to_driver=False)
+    state = {"cluster": c, "head": c.head_node.node_id, "workers": {n.node_id: n for n in workers},
+             "storage": tmp_path_factory.mktemp("cluster") / "store", "job": None}
+    try:
+        yield state
+    finally:
+        job = state["job"]
+        if job is not None and job["proc"].poll() is None:
+            job["proc"].kill()
+        ray.shutdown()
+        c.shutdown()
+        os.environ["PATH"] = old_path
+
+
+def start_job(state):
+    if state["job"] is not None:
+        return state["job"]
+    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    log = open(state["storage"].parent / "job.log", "w")
+    cmd = [str(BIN / "ray"), "job", "submit", "--address", f"http://127.0.0.1:{DASHBOARD_PORT}",
+           "--working-dir", str(ROOT),
+           "--runtime-env-json", '{"excludes": [".venv", "runs", ".git", ".hypothesis", ".pytest_cache"]}',
+           "--", "python", "-m", "actors.launch", "--config", "configs/smoke.yaml",
+           f"run.storage={state['storage']}", *OVERRIDES]
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    state["job"] = {"proc": proc, "log": log.name}
+    return state["job"]
+
+
+def actors_by_name():
+    from ray.util.state import list_actors
+
+    return {a.name: a for a in list_actors(filters=[("state", "=", "ALIVE")], limit=10_000, detail=True) if a.name}
+
+
+def replicas():
+    from ray.util.state import list_actors
+
+    return [a for a in list_actors(filters=[("state", "=", "ALIVE")], limit=10_000, detail=True)
+            if a.class_name.startswith("ServeReplica:opponents")]
+
+
+def coordinator():
+    import ray
+
+    return ray.get_actor("coordinator", namespace="league")
+
+
+def status():
+    import ray
+
+    return ray.get(coordinator().status.remote(), timeout=30)
+
+
+def openers_of(directory: Path) -> set[int]:
+    """Pids of every process on this machine (every node of the cluster runs here) with a file under
+    ``directory`` open."""
+    prefix = str(directory.resolve())
+    pids = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                try:
+                    target = os.readlink(fd)
+                except OSError:
+                    continue
+                if target == prefix or target.startswith(prefix + "/"):
+                    pids.add(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_job_places_the_coordinator_on_the_storage_node_and_the_rest_on_workers(cluster):
+    job = start_job(cluster)
+    head, workers = cluster["head"], set(cluster["workers"])
+    first = wait_for(lambda: (lambda s: s if s["pool_size"] >= 3 and s["games"] > 500 else None)(status()),
+                     timeout=150, what="a first snapshot per learner")
+    actors = wait_for(lambda: (lambda a: a if sum(n.startswith("worker:") for n in a) == 3 else None)(actors_by_name()),
+                      what="three rollout workers")
+    assert actors["coordinator"].node_id == head
+    learners = [a for n, a in actors.items() if n.startswith("learner:")]
+    rollout = [a for n, a in actors.items() if n.startswith("worker:")]
+    evaluators = [a for n, a in actors.items() if n.startswith("evaluator:")]
+    assert len(learners) == 3 and len(evaluators) == 1
+    assert all(a.node_id in workers for a in learners + rollout + evaluators)
+    # spread: both worker nodes run rollout workers or learners
+    assert {a.node_id for a in learners + rollout} == workers
+    served = wait_for(lambda: (lambda r: r if len(r) == 2 else None)(replicas()), what="two opponents replicas")
+    assert all(r.node_id in workers for r in served)
+
+    # Only the coordinator has the store open, on any node (all nodes are processes of this machine).
+    coordinator_pid = actors["coordinator"].pid
+    for _ in range(3):
+        assert openers_of(cluster["storage"]) == {coordinator_pid}
+        time.sleep(1)
+
+    # Progress: games and snapshots grow, a Nash mixture is solved, and the API on the head answers.
+    later = wait_for(lambda: (lambda s: s if s["games"] > first["games"] and s["pool_size"] > first["pool_size"]
+                              else None)(status()), timeout=120, what="more games and snapshots")
+    assert later["nash_support"] >= 1
+    with urllib.request.urlopen(f"http://127.0.0.1:{SERVE_PORT}/nash", timeout=30) as reply:
+        nash = json.loads(reply.read())
+    weights = [a["weight"] for a in nash["agents"]]
+    assert weights and abs(sum(weights) - 1.0) < 1e-6
+    assert job["proc"].poll() is None, open(job["log"]).read()[-3000:]
+
+
+def test_node_loss_restarts_its_actors_elsewhere_and_loses_nothing_acknowledged(cluster):
+    import ray
+
+    job = start_job(cluster)
+    wait_for(lambda: status()["pool_size"] >= 3, timeout=150, what="a league with snapshots")
+    actors = actors_by_name()
+    victim_id = actors["worker:main_agent-0:0"].node_id
+    (survivor_id,) = set(cluster["workers"]) - {victim_id}
+    moved = sorted(n for n, a in actors.items() if a.node_id == victim_id)
+    assert any(n.startswith("worker:") for n in moved)
+
+    # What was acknowledged before the kill: result batches by every rollout worker, snapshots by every learner.
+    worker_names = [n for n in actors if n.startswith("worker:")]
+    acked = {n: ray.get(ray.get_actor(n, namespace="league").get_stats.remote(), timeout=30) for n in worker_names}
+    snapshots = set()
+    for name in (n for n in actors if n.startswith("learner:")):
+        snapshots |= set(ray.get(ray.get_actor(name, namespace="league").info.remote(), timeout=60)["snapshots_acked"])
+    snapshots |= {a["agent_id"] for a in ray.get(coordinator().pool.remote(), timeout=30)}
+    assert all(s["results_acked"] > 0 for s in acked.values())
+
+    cluster["cluster"].remove_node(cluster["workers"][victim_id], allow_graceful=False)
+    killed_at = status()["games"]
+
+    def restarted():
+        now = actors_by_name()
+        return all(n in now and now[n].node_id == survivor_id for n in moved) and any(
+            r.node_id == survivor_id for r in replicas())
+    wait_for(restarted, timeout=90, what=f"{moved} restarted on the surviving node")
+    wait_for(lambda: status()["games"] > killed_at + 2000, timeout=90, what="games after the node loss")
+
+    assert job["proc"].wait(timeout=240) == 0, open(job["log"]).read()[-3000:]
+    out = open(job["log"]).read()
+    assert "stopped; the league is in" in out and f"storage {cluster['storage']}" in out
+    with LeagueStore(cluster["storage"], create=False) as store:
+        for name, s in acked.items():
+            rows = store._query("SELECT payload FROM results WHERE source = ? AND seq > ? AND seq <= ?",
+                                (name, s["first_seq"], s["last_acked_seq"]))
+            assert len(rows) == s["results_acked"], name
+            assert sum(p["games"] for (payload,) in rows for p in json.loads(payload)) == s["games_acked"], name
+        loaded = sum(1 for agent in snapshots if policy_from_bytes(store.snapshot_blob(agent)) is not None)
+        assert loaded == len(snapshots)
+        assert store.latest_nash() is not None
+    # the store directory holds the league file and SQLite's own files, nothing another process left
+    assert {p.name for p in cluster["storage"].iterdir()} <= {"league.db", "league.db-wal", "league.db-shm"}
