@@ -62,6 +62,8 @@ class LeagueCoordinatorImpl:
         self._solving = False
         self._stopped = False
         self._loop_task = None
+        self._ingest: list = []  # result batches waiting for the next group commit
+        self._ingest_task = None
         self.metrics = LeagueMetrics()
         self._weighted: set[str] = set()
         self._export_state()
@@ -118,9 +120,33 @@ class LeagueCoordinatorImpl:
         self._ensure_loop()
         if not isinstance(batch, ResultBatch):
             raise ValueError(f"report_results takes a league.messages.ResultBatch, got {type(batch).__name__}")
-        if self.league.report_results(batch):
-            self._count(batch)
-        return True
+        # Group commit: the reply waits until the batch is committed, together with every batch that
+        # arrived meanwhile (one transaction, one fsync for all of them).
+        done = asyncio.get_running_loop().create_future()
+        self._ingest.append((batch, done))
+        if self._ingest_task is None or self._ingest_task.done():
+            self._ingest_task = asyncio.get_running_loop().create_task(self._commit_results())
+        return await done
+
+    async def _commit_results(self) -> None:
+        while self._ingest:
+            await asyncio.sleep(0)  # requests already delivered join this group
+            group, self._ingest = self._ingest, []
+            try:
+                outcomes = self.league.report_results_many([batch for batch, _ in group])
+            except Exception as exc:  # e.g. the disk: every caller of the group hears it, nothing was acked
+                log.exception("committing %d result batches failed", len(group))
+                for _, done in group:
+                    if not done.done():
+                        done.set_exception(exc)
+                continue
+            for (batch, done), outcome in zip(group, outcomes):
+                if isinstance(outcome, Exception):
+                    done.set_exception(outcome)
+                    continue
+                if outcome:
+                    self._count(batch)
+                done.set_result(True)
 
     def _count(self, batch: ResultBatch) -> None:
         # games are labelled by the role of the learner that played them; frozen-vs-frozen

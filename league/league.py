@@ -194,11 +194,48 @@ class League:
         that one result, not the batch. The learners' action histograms feed the
         diversity tracker, persisted in the same transaction.
         """
-        if not isinstance(batch, ResultBatch):
-            raise ValueError(f"report_results takes a ResultBatch, got {type(batch).__name__}")
-        source, seq = batch.source, batch.seq
-        if self.store is not None and self.store.has_batch(source, seq):
-            return False
+        (outcome,) = self.report_results_many([batch])
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def report_results_many(self, batches: Sequence[ResultBatch]) -> list:
+        """``report_results`` for several batches, applied in order and persisted in one transaction
+        (group commit: one fsync for every batch that arrived while the last one was written).
+
+        Returns, per batch, True (stored), False (seen before) or the ValueError that rejected it;
+        a rejected batch changes nothing and holds back none of the others."""
+        outcomes: list = []
+        seen: set[tuple[str, int]] = set()
+        writes, changed, moved, behaviour = [], {}, set(), set()
+        counted = {"games": 0.0, "env_steps": 0.0}
+        for batch in batches:
+            if not isinstance(batch, ResultBatch):
+                outcomes.append(ValueError(f"report_results takes a ResultBatch, got {type(batch).__name__}"))
+                continue
+            key = (batch.source, batch.seq)
+            if key in seen or (self.store is not None and self.store.has_batch(*key)):
+                outcomes.append(False)
+                continue
+            seen.add(key)
+            c, m, b = self._apply_results(batch)
+            changed.update(dict.fromkeys(c))
+            moved |= m
+            behaviour |= b
+            counted["games"] += float(len(batch))
+            counted["env_steps"] += float(batch.env_steps)
+            writes.append((batch.source, batch.seq, summarize(batch)))
+            outcomes.append(True)
+        if self.store is not None and writes:
+            rows = [self._payoff_row(x, y) for x, y in changed]
+            elo_rows = [(x, self.elo.ratings[x], self.elo.games[x]) for x in moved]
+            diversity_rows = [(x, *self.diversity.state(x)) for x in behaviour]
+            self.store.record_results_many(writes, rows, elo_rows, counted, diversity_rows)
+        return outcomes
+
+    def _apply_results(self, batch: ResultBatch) -> tuple[list, set, set]:
+        """One batch into payoff, Elo, counters and diversity (memory only): the pairs, ratings and
+        behaviours it changed."""
         names = np.array(batch.agents, dtype=object)
         is_learner = np.array([x in self.learners for x in batch.agents], dtype=bool)
         known = is_learner | np.array([x in self.pool for x in batch.agents], dtype=bool)
@@ -214,8 +251,7 @@ class League:
                                                 decay=1.0)
         rated = np.concatenate([np.flatnonzero(live), np.flatnonzero(frozen)])
         moved = self.elo.update_batch(names[a[rated]].tolist(), names[b[rated]].tolist(), score[rated].tolist())
-        counted = {"games": float(len(batch)), "env_steps": float(batch.env_steps)}
-        for key, value in counted.items():
+        for key, value in (("games", float(len(batch))), ("env_steps", float(batch.env_steps))):
             self.counters[key] = self.counters.get(key, 0.0) + value
         self.results_since_solve += int(frozen.sum())  # only frozen pairs enter the meta-game
         behaviour = []
@@ -225,12 +261,7 @@ class League:
                 if len(actions):
                     self.diversity.update(learner_id, TrajectoryBatch(actions=actions, num_actions=len(counts)))
                     behaviour.append(learner_id)
-        if self.store is not None:
-            rows = [self._payoff_row(x, y) for x, y in changed]
-            elo_rows = [(x, self.elo.ratings[x], self.elo.games[x]) for x in moved]
-            diversity_rows = [(x, *self.diversity.state(x)) for x in behaviour]
-            self.store.record_results(source, seq, summarize(batch), rows, elo_rows, counted, diversity_rows)
-        return True
+        return changed, moved, set(behaviour)
 
     def _payoff_row(self, a: str, b: str) -> tuple[str, str, float, float, float]:
         """A pair's counts in the store's one orientation (a < b)."""

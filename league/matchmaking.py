@@ -223,18 +223,95 @@ def choose_matches(learner_id: str, role: AgentType, cfg: RoleConfig, view: Leag
         return [Match(learner_id, ids[i], False, "nash") for i in _draw(cdf, rng, n)]
     if cfg.sampling == "pfsp":
         return _pfsp_draws(learner_id, snapshots, cfg, view, rng, "pfsp", n)
-    rule = {AgentType.MAIN_AGENT: _main_agent, AgentType.MAIN_EXPLOITER: _main_exploiter}.get(role, _league_exploiter)
-    return [rule(learner_id, cfg, view, rng) for _ in range(n)]
+    branches = {AgentType.MAIN_AGENT: _main_agent_branches,
+                AgentType.MAIN_EXPLOITER: _main_exploiter_branches}.get(role, _league_exploiter_branches)
+    return _branch_draws(branches(learner_id, cfg, view), rng, n)
+
+
+Branch = tuple  # (probability, draw(k, rng) -> list[Match])
+
+
+def _branch_draws(branches: list[Branch], rng: np.random.Generator, n: int) -> list[Match]:
+    """``n`` i.i.d. draws of a rule written as a top-level random choice among branches, each of
+    which is a fixed distribution for the view: as many draws per branch as a multinomial says,
+    then shuffled. The same distribution as branching per draw, at the cost of one PFSP
+    distribution per branch instead of per draw (bench.coordinator: 1,000-agent pools)."""
+    p = np.array([b[0] for b in branches], dtype=float)
+    counts = rng.multinomial(n, p / p.sum())
+    out: list[Match] = []
+    for (_, draw), k in zip(branches, counts):
+        if k:
+            out += draw(int(k), rng)
+    return [out[i] for i in rng.permutation(n)] if len(branches) > 1 else out
+
+
+def _live(learner_id: str, opponent: str, branch: str):
+    return lambda k, rng: [Match(learner_id, opponent, True, branch)] * k
+
+
+def _pfsp_branch(learner_id, candidates, cfg, view, branch, weighting=None):
+    return lambda k, rng: _pfsp_draws(learner_id, candidates, cfg, view, rng, branch, k, weighting)
+
+
+def _vs_learner(learner_id: str, opponent: str, cfg: RoleConfig, view: LeagueView, live_branch: str,
+                pfsp_branch: str):
+    """Play learner ``opponent`` live while beating it more than ``live_threshold``, else f_var PFSP
+    over its snapshots (a curriculum); live when it has none."""
+    if opponent == learner_id or view.win_rates.win_rates_for(learner_id, [opponent])[0] > cfg.live_threshold:
+        return _live(learner_id, opponent, live_branch)
+    past = [r.agent_id for r in view.pool.list(learner_id=opponent)]
+    if not past:
+        return _live(learner_id, opponent, live_branch)
+    return _pfsp_branch(learner_id, past, cfg, view, pfsp_branch, weighting="variance")
+
+
+def _main_agent_branches(learner_id, cfg: RoleConfig, view: LeagueView) -> list[Branch]:
+    """35% self-play, 50% PFSP against every past player, 15% verification
+    against forgotten main snapshots and past main exploiters (the
+    proportions are config values)."""
+    snapshots = view.pool.ids()
+    mains = view.main_learners() or [learner_id]
+    self_play = cfg.self_play if snapshots else 1.0
+    branches = [(self_play / len(mains), _vs_learner(learner_id, m, cfg, view, "self_play", "self_play_pfsp"))
+                for m in mains]
+    if not snapshots:
+        return branches
+    branches.append((cfg.pfsp, _pfsp_branch(learner_id, snapshots, cfg, view, "pfsp")))
+    exploiters = [r.agent_id for r in view.pool.list(AgentType.MAIN_EXPLOITER)]
+    main_snaps = [r.agent_id for r in view.pool.list(AgentType.MAIN_AGENT)]
+    forgotten = []
+    if exploiters:
+        rates = view.win_rates.win_rates_for(learner_id, exploiters)
+        forgotten += [a for a, x in zip(exploiters, rates) if x < cfg.forgotten_exploiter_threshold]
+    if main_snaps:
+        rates = view.win_rates.win_rates_for(learner_id, main_snaps)
+        forgotten += [a for a, x in zip(main_snaps, rates) if x < cfg.forgotten_main_threshold]
+    branches.append((cfg.forgotten, _pfsp_branch(learner_id, forgotten, cfg, view, "forgotten") if forgotten
+                     else _pfsp_branch(learner_id, snapshots, cfg, view, "pfsp")))
+    return branches
+
+
+def _main_exploiter_branches(learner_id, cfg: RoleConfig, view: LeagueView) -> list[Branch]:
+    """Play a current main agent; when it wins too rarely against it, use f_var
+    PFSP over that main agent's snapshots (a curriculum)."""
+    mains = view.main_learners()
+    if not mains:
+        return _league_exploiter_branches(learner_id, cfg, view)
+    return [(1.0 / len(mains), _vs_learner(learner_id, m, cfg, view, "vs_main", "vs_main_pfsp")) for m in mains]
+
+
+def _league_exploiter_branches(learner_id, cfg: RoleConfig, view: LeagueView) -> list[Branch]:
+    snapshots = view.pool.ids()
+    if not snapshots:
+        mains = view.main_learners() or [learner_id]
+        return [(1.0 / len(mains), _live(learner_id, m, "vs_main")) for m in mains]
+    return [(1.0, _pfsp_branch(learner_id, snapshots, cfg, view, "pfsp"))]
 
 
 def _draw(cdf: np.ndarray, rng: np.random.Generator, n: int) -> list[int]:
     """``n`` indices drawn from a cumulative (unnormalized) distribution, by inverse CDF."""
     idx = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
     return np.minimum(idx, len(cdf) - 1).tolist()
-
-
-def _pfsp(learner_id, candidates, cfg: RoleConfig, view: LeagueView, rng, branch, weighting=None) -> Match:
-    return _pfsp_draws(learner_id, candidates, cfg, view, rng, branch, 1, weighting)[0]
 
 
 def _pfsp_draws(learner_id, candidates, cfg: RoleConfig, view: LeagueView, rng, branch, n: int,
@@ -249,57 +326,3 @@ def _pfsp_draws(learner_id, candidates, cfg: RoleConfig, view: LeagueView, rng, 
     return [Match(learner_id, candidates[i], False, branch) for i in _draw(cdf, rng, n)]
 
 
-def _main_agent(learner_id, cfg: RoleConfig, view: LeagueView, rng) -> Match:
-    """35% self-play, 50% PFSP against every past player, 15% verification
-    against forgotten main snapshots and past main exploiters (the
-    proportions are config values)."""
-    snapshots = view.pool.ids()
-    r = rng.random()
-    if r < cfg.self_play or not snapshots:
-        mains = view.main_learners() or [learner_id]
-        opponent = mains[int(rng.integers(len(mains)))]
-        if opponent == learner_id:
-            return Match(learner_id, learner_id, True, "self_play")
-        if view.win_rates.win_rates_for(learner_id, [opponent])[0] > cfg.live_threshold:
-            return Match(learner_id, opponent, True, "self_play")
-        past = [r.agent_id for r in view.pool.list(learner_id=opponent)]
-        if not past:
-            return Match(learner_id, opponent, True, "self_play")
-        return _pfsp(learner_id, past, cfg, view, rng, "self_play_pfsp", weighting="variance")
-    if r < cfg.self_play + cfg.pfsp:
-        return _pfsp(learner_id, snapshots, cfg, view, rng, "pfsp")
-    exploiters = [r.agent_id for r in view.pool.list(AgentType.MAIN_EXPLOITER)]
-    mains = [r.agent_id for r in view.pool.list(AgentType.MAIN_AGENT)]
-    forgotten = []
-    if exploiters:
-        rates = view.win_rates.win_rates_for(learner_id, exploiters)
-        forgotten += [a for a, x in zip(exploiters, rates) if x < cfg.forgotten_exploiter_threshold]
-    if mains:
-        rates = view.win_rates.win_rates_for(learner_id, mains)
-        forgotten += [a for a, x in zip(mains, rates) if x < cfg.forgotten_main_threshold]
-    if not forgotten:
-        return _pfsp(learner_id, snapshots, cfg, view, rng, "pfsp")
-    return _pfsp(learner_id, forgotten, cfg, view, rng, "forgotten")
-
-
-def _main_exploiter(learner_id, cfg: RoleConfig, view: LeagueView, rng) -> Match:
-    """Play a current main agent; when it wins too rarely against it, use f_var
-    PFSP over that main agent's snapshots (a curriculum)."""
-    mains = view.main_learners()
-    if not mains:
-        return _league_exploiter(learner_id, cfg, view, rng)
-    main = mains[int(rng.integers(len(mains)))]
-    if view.win_rates.win_rates_for(learner_id, [main])[0] > cfg.live_threshold:
-        return Match(learner_id, main, True, "vs_main")
-    past = [r.agent_id for r in view.pool.list(learner_id=main)]
-    if not past:
-        return Match(learner_id, main, True, "vs_main")
-    return _pfsp(learner_id, past, cfg, view, rng, "vs_main_pfsp", weighting="variance")
-
-
-def _league_exploiter(learner_id, cfg: RoleConfig, view: LeagueView, rng) -> Match:
-    snapshots = view.pool.ids()
-    if not snapshots:
-        mains = view.main_learners() or [learner_id]
-        return Match(learner_id, mains[int(rng.integers(len(mains)))], True, "vs_main")
-    return _pfsp(learner_id, snapshots, cfg, view, rng, "pfsp")

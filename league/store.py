@@ -211,11 +211,28 @@ class LeagueStore:
         Idempotent per (source, seq): a batch retried after a crash is stored
         once; returns False when it was already there.
         """
+        return self.record_results_many([(source, seq, results)], payoff_rows, elo_rows, counters, diversity_rows) == 1
+
+    def record_results_many(
+        self,
+        batches: Sequence[tuple[str, int, list[dict[str, Any]]]],
+        payoff_rows: Iterable[tuple[str, str, float, float, float]],
+        elo_rows: Iterable[tuple[str, float, int]],
+        counters: dict[str, float],
+        diversity_rows: Iterable[tuple[str, Sequence[float], int]] = (),
+    ) -> int:
+        """Several result batches and everything they changed, in one transaction (one fsync: group
+        commit). Returns how many batches were new; nothing is written when none was."""
         with self.transaction() as db:
-            if db.execute("SELECT 1 FROM results WHERE source = ? AND seq = ?", (source, seq)).fetchone():
-                return False
-            db.execute("INSERT INTO results (source, seq, received_at, n, payload) VALUES (?,?,?,?,?)",
-                       (source, seq, time.time(), len(results), json.dumps(results)))
+            now, new = time.time(), 0
+            for source, seq, results in batches:
+                if db.execute("SELECT 1 FROM results WHERE source = ? AND seq = ?", (source, seq)).fetchone():
+                    continue
+                db.execute("INSERT INTO results (source, seq, received_at, n, payload) VALUES (?,?,?,?,?)",
+                           (source, seq, now, len(results), json.dumps(results)))
+                new += 1
+            if not new:
+                return 0
             db.executemany("INSERT OR REPLACE INTO payoff VALUES (?,?,?,?,?)", payoff_rows)
             db.executemany("INSERT OR REPLACE INTO elo VALUES (?,?,?)", elo_rows)
             for name, delta in counters.items():
@@ -223,7 +240,7 @@ class LeagueStore:
                            (name, delta, delta))
             db.executemany("INSERT OR REPLACE INTO diversity VALUES (?,?,?)",
                            [(a, json.dumps([float(x) for x in total]), int(steps)) for a, total, steps in diversity_rows])
-            return True
+            return new
 
     def diversity_rows(self) -> list[tuple[str, list[float], int]]:
         """Per agent: the running sum of behaviour embeddings and the steps behind it."""

@@ -142,7 +142,7 @@ def test_batched_draws_follow_the_rule_distribution(sampling, weights):
     assert chisquare(counts[keep], expected[keep] * n).pvalue > 1e-4
 
 
-def test_batched_draws_fall_back_per_draw_for_alphastar_rules():
+def test_batched_alphastar_draws_keep_the_branch_proportions():
     view, table = _league_view()
     cfg = Config().roles.main_agent
     matches = choose_matches("main", AgentType.MAIN_AGENT, cfg, view, np.random.default_rng(0), 4000)
