@@ -115,7 +115,8 @@ class PayoffTable:
         win = np.where(draw, 0.0, scores)
         loss = np.where(draw, 0.0, 1.0 - scores)
         draw = draw.astype(float)
-        changed = []
+        if not len(scores):
+            return []
         # Results for one unordered pair must be applied in order: decay the pair,
         # then add. Grouping by pair gives the same totals with one decay**k.
         lo, hi = np.minimum(ia, ib), np.maximum(ia, ib)
@@ -127,20 +128,21 @@ class PayoffTable:
         key_sorted = key[order]
         starts = np.flatnonzero(np.r_[True, key_sorted[1:] != key_sorted[:-1]])
         ends = np.r_[starts[1:], len(order)]
-        for s, e in zip(starts, ends):
-            idx = order[s:e]
-            i, j = int(lo[idx[0]]), int(hi[idx[0]])
-            k = e - s
-            weights = decay ** np.arange(k - 1, -1, -1)
-            dk = decay**k
-            wsum, dsum, lsum = weights @ w_lo[idx], weights @ draw[idx], weights @ l_lo[idx]
-            self._wins[i, j] = dk * self._wins[i, j] + wsum
-            self._draws[i, j] = dk * self._draws[i, j] + dsum
-            self._losses[i, j] = dk * self._losses[i, j] + lsum
-            self._wins[j, i] = dk * self._wins[j, i] + lsum
-            self._draws[j, i] = dk * self._draws[j, i] + dsum
-            self._losses[j, i] = dk * self._losses[j, i] + wsum
-            changed.append((self._ids[i], self._ids[j]))
+        # Within a pair, the result m places from the end is weighted decay**m; the old counts decay**k.
+        group = np.repeat(np.arange(len(starts)), ends - starts)
+        weights = decay ** (ends[group] - 1 - np.arange(len(order)))
+        wsum = np.add.reduceat(weights * w_lo[order], starts)
+        dsum = np.add.reduceat(weights * draw[order], starts)
+        lsum = np.add.reduceat(weights * l_lo[order], starts)
+        dk = decay ** (ends - starts).astype(float)
+        i, j = lo[order[starts]], hi[order[starts]]
+        self._wins[i, j] = dk * self._wins[i, j] + wsum
+        self._draws[i, j] = dk * self._draws[i, j] + dsum
+        self._losses[i, j] = dk * self._losses[i, j] + lsum
+        self._wins[j, i] = dk * self._wins[j, i] + lsum
+        self._draws[j, i] = dk * self._draws[j, i] + dsum
+        self._losses[j, i] = dk * self._losses[j, i] + wsum
+        changed = [(self._ids[x], self._ids[y]) for x, y in zip(i.tolist(), j.tolist())]
         return changed
 
     # -- reads ---------------------------------------------------------------
