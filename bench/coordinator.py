@@ -3,7 +3,7 @@
 Simulated rollout workers call ``next_matches`` and ``report_results`` at full speed against a real
 ``LeagueCoordinator`` actor whose pool holds 1,000 frozen agents (plus the default league's four
 learners). Each round a client asks for ``--matches`` opponents and reports as many game results
-(one per match, as a rollout worker does, as columns). ``inprocess`` is the same loop on a plain
+(one per match, as a rollout worker does, as a ``ResultBatch``). ``inprocess`` is the same loop on a plain
 ``League`` with no Ray in between: the ceiling of the league's own Python.
 
 Prints one JSON line: ``{"clients": {"16": {...}, ...}, "inprocess": {...}}``, each with
@@ -59,11 +59,15 @@ def seed_pool(storage: str) -> list[str]:
         return list(league.learners)
 
 
-def columns(learner_id: str, opponents: list[str], rng: np.random.Generator) -> dict:
-    """One report as a rollout worker sends it: a learner against its assigned opponents."""
-    names, b = np.unique(np.asarray(opponents), return_inverse=True)
-    return {"agents": [learner_id] + names.tolist(), "a": np.zeros(len(opponents), dtype=np.int64),
-            "b": b.astype(np.int64) + 1, "score": rng.integers(0, 3, len(opponents)) / 2.0}
+def result_batch(source: str, seq: int, matches, rng: np.random.Generator):
+    """One report as a rollout worker sends it: the learner's games against its assigned opponents."""
+    from league.messages import ResultBatch
+
+    n = len(matches)
+    # self-play games name the learner once (index 0), as a worker's batch does
+    index = np.array([0 if o == matches.learner_id else k + 1 for k, o in enumerate(matches.opponents)], dtype=np.int64)
+    return ResultBatch(source, seq, (matches.learner_id, *matches.opponents), np.zeros(n, dtype=np.int64),
+                       index[matches.opponent], rng.integers(0, 3, n) / 2.0, env_steps=3 * n)
 
 
 def summary(results: int, seconds: float, latencies_s: list[float]) -> dict:
@@ -73,7 +77,7 @@ def summary(results: int, seconds: float, latencies_s: list[float]) -> dict:
 
 
 def inprocess(storage: str, seconds: float, matches: int) -> dict:
-    from league.league import League, results_from_columns
+    from league.league import League
     from league.store import LeagueStore
 
     cfg = bench_config(storage)
@@ -89,8 +93,7 @@ def inprocess(storage: str, seconds: float, matches: int) -> dict:
             got = league.next_matches(lid, matches)
             lat.append(time.perf_counter() - t0)
             seq += 1
-            league.report_results("bench", seq, results_from_columns(columns(lid, [m.opponent_id for m in got], rng)),
-                                  env_steps=matches * 3)
+            league.report_results(result_batch("bench", seq, got, rng))
             results += len(got)
         return summary(results, time.perf_counter() - start, lat)
 
@@ -116,8 +119,7 @@ def make_client():
                 got = await self.coordinator.next_matches.remote(lid, self.matches)
                 out["lat"].append(time.perf_counter() - t0)
                 seq += 1
-                await self.coordinator.report_results.remote(source, seq, columns(lid, [g[0] for g in got], rng),
-                                                             self.matches * 3)
+                await self.coordinator.report_results.remote(result_batch(source, seq, got, rng))
                 out["results"] += len(got)
 
         async def run(self, start_at: float, seconds: float) -> dict:
