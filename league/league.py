@@ -240,7 +240,8 @@ class League:
         is_learner = np.array([x in self.learners for x in batch.agents], dtype=bool)
         known = is_learner | np.array([x in self.pool for x in batch.agents], dtype=bool)
         a, b, score = batch.a, batch.b, batch.score
-        counted_pair = (a != b) & known[a] & known[b] if len(a) else np.zeros(0, dtype=bool)
+        # by name, not index: a worker's batch may list its learner twice (itself, and as its self-play opponent)
+        counted_pair = (names[a] != names[b]) & known[a] & known[b] if len(a) else np.zeros(0, dtype=bool)
         live = counted_pair & (is_learner[a] | is_learner[b]) if len(a) else counted_pair
         frozen = counted_pair & ~live
         changed = []
