@@ -103,16 +103,14 @@ def make_client():
 
     @ray.remote(num_cpus=0)
     class Client:
-        """``loops`` simulated rollout workers in one process, each one request at a time."""
+        """Simulated rollout workers: next_matches, then report as many results, at full speed."""
 
-        def __init__(self, name: str, coordinator, learners: list[str], loops: int, matches: int):
-            self.name, self.coordinator, self.learners = name, coordinator, learners
-            self.loops, self.matches = loops, matches
+        def __init__(self, name: str, coordinator, learners: list[str], matches: int):
+            self.name, self.coordinator, self.learners, self.matches = name, coordinator, learners, matches
 
-        async def _loop(self, k: int, until: float, out: dict) -> None:
+        async def _loop(self, source: str, k: int, until: float, out: dict) -> None:
             rng = np.random.default_rng(k)
             lid = self.learners[k % len(self.learners)]
-            source = f"{self.name}:{k}"
             seq = 0
             while time.time() < until:
                 t0 = time.perf_counter()
@@ -122,10 +120,12 @@ def make_client():
                 await self.coordinator.report_results.remote(result_batch(source, seq, got, rng))
                 out["results"] += len(got)
 
-        async def run(self, start_at: float, seconds: float) -> dict:
+        async def run(self, tag: str, loops: int, start_at: float, seconds: float) -> dict:
+            """``loops`` simulated rollout workers in this process, each one request at a time."""
             await asyncio.sleep(max(0.0, start_at - time.time()))
             out = {"lat": [], "results": 0}
-            await asyncio.gather(*(self._loop(k, start_at + seconds, out) for k in range(self.loops)))
+            await asyncio.gather(*(self._loop(f"{self.name}:{tag}:{k}", k, start_at + seconds, out)
+                                   for k in range(loops)))
             return out
 
         def ready(self) -> bool:
@@ -147,18 +147,18 @@ def with_ray(storage: str, counts: list[int], seconds: float, matches: int, max_
         coordinator = LeagueCoordinator.options(name="coordinator", **coordinator_options(cfg)).remote(cfg)
         learners = list(ray.get(coordinator.status.remote())["learners"])
         Client = make_client()
+        clients: list = []  # started once, reused by every count (a process costs ~1 s of CPU to start)
         out = {}
         for n in counts:
             actors = min(n, max_actors)
-            clients = [Client.remote(f"c{n}-{i}", coordinator, learners, n // actors + (i < n % actors), matches)
-                       for i in range(actors)]
-            ray.get([c.ready.remote() for c in clients])
+            while len(clients) < actors:
+                clients.append(Client.remote(f"c{len(clients)}", coordinator, learners, matches))
+            ray.get([c.ready.remote() for c in clients[:actors]])
             start_at = time.time() + 1.0
-            parts = ray.get([c.run.remote(start_at, seconds) for c in clients])
+            parts = ray.get([c.run.remote(f"n{n}", n // actors + (i < n % actors), start_at, seconds)
+                             for i, c in enumerate(clients[:actors])])
             lat = [x for p in parts for x in p["lat"]]
             out[str(n)] = {**summary(sum(p["results"] for p in parts), seconds, lat), "actors": actors}
-            for c in clients:
-                ray.kill(c)
             print(f"bench.coordinator: {n} clients: {out[str(n)]}", file=sys.stderr, flush=True)
         return out
     finally:

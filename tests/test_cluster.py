@@ -52,49 +52,79 @@ def wait_for(fn, timeout=120.0, every=1.0, what="condition"):
     raise AssertionError(f"{what} not reached in {timeout:.0f} s (last error: {last!r})")
 
 
+ENV = dict(os.environ, RAY_AUTH_MODE="disabled", PATH=f"{BIN}:{os.environ['PATH']}")
+GCS_PORT = 6391
+
+
+def ray_cli(*args: str) -> None:
+    out = subprocess.run([str(BIN / "ray"), *args], env=ENV, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def node_args(k: int) -> list[str]:
+    """Ports of node ``k`` on this machine: each raylet gets its own worker-port range and agent ports."""
+    return ["--node-ip-address=127.0.0.1", "--disable-usage-stats", f"--min-worker-port={10100 + 1000 * k}",
+            f"--max-worker-port={10999 + 1000 * k}", f"--dashboard-agent-listen-port={52401 + k}",
+            f"--metrics-export-port={8091 + k}"]
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """Head + two worker nodes; the league job running on it (started by the first test that needs it)."""
-    import ray
-    from ray.cluster_utils import Cluster
+    """``ray start`` head (declares league_storage) + two worker nodes (league_worker), as a user starts them.
 
-    # The job's entrypoint runs with the cluster's PATH: start the cluster from the project's environment.
-    old_path = os.environ["PATH"]
-    os.environ["PATH"] = f"{BIN}:{old_path}"
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 2, "resources": {"league_storage": 1}, "node_ip_address": "127.0.0.1",
-        "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": DASHBOARD_PORT,
-        # a killed node is declared dead after ~3 s instead of ~15 s
-        "_system_config": {"health_check_period_ms": 1000, "health_check_failure_threshold": 3},
-    })
-    workers = [c.add_node(num_cpus=4, resources={"league_worker": 1}, node_ip_address="127.0.0.1")
-               for _ in range(2)]
-    c.wait_for_nodes()
-    ray.init(address=c.address, namespace="league", log_to_driver=False)
-    state = {"cluster": c, "head": c.head_node.node_id, "workers": {n.node_id: n for n in workers},
-             "storage": tmp_path_factory.mktemp("cluster") / "store", "job": None}
+    The job's entrypoint runs with the cluster's PATH: the nodes start from the project's environment."""
+    import ray
+    from ray.util.state import list_nodes
+
     try:
+        ray_cli("start", "--head", f"--port={GCS_PORT}", "--num-cpus=2", '--resources={"league_storage": 1}',
+                "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={DASHBOARD_PORT}",
+                # a killed node is declared dead after ~3 s instead of ~15 s
+                '--system-config={"health_check_period_ms": 1000, "health_check_failure_threshold": 3}', *node_args(0))
+        for k in (1, 2):
+            ray_cli("start", f"--address=127.0.0.1:{GCS_PORT}", "--num-cpus=4",
+                    f'--resources={{"league_worker": 1, "node_w{k}": 1}}', *node_args(k))
+        ray.init(address=f"127.0.0.1:{GCS_PORT}", namespace="league", log_to_driver=False)
+        nodes = {n.node_id: n for n in wait_for(lambda: (lambda ns: ns if len(ns) == 3 else None)(
+            list_nodes(filters=[("state", "=", "ALIVE")], detail=True)), timeout=60, what="three nodes")}
+        head = next(i for i, n in nodes.items() if n.is_head_node)
+        markers = {i: next(r for r in n.resources_total if r.startswith("node_w")) for i, n in nodes.items() if i != head}
+        state = {"head": head, "workers": markers, "storage": tmp_path_factory.mktemp("cluster") / "store", "job": None}
         yield state
     finally:
-        job = state["job"]
+        job = (locals().get("state") or {}).get("job")
         if job is not None and job["proc"].poll() is None:
             job["proc"].kill()
         ray.shutdown()
-        c.shutdown()
-        os.environ["PATH"] = old_path
+        subprocess.run([str(BIN / "ray"), "stop", "--force"], env=ENV, capture_output=True, timeout=120)
+
+
+def kill_node(marker: str) -> None:
+    """Kill -9 the raylet of the node that declares ``marker`` (its workers exit with it)."""
+    killed = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "/raylet " in cmd and marker in cmd:
+            os.kill(int(proc.name), 9)
+            killed += 1
+    assert killed == 1, f"expected one raylet declaring {marker}, killed {killed}"
 
 
 def start_job(state):
     if state["job"] is not None:
         return state["job"]
-    env = dict(os.environ, RAY_AUTH_MODE="disabled")
     log = open(state["storage"].parent / "job.log", "w")
     cmd = [str(BIN / "ray"), "job", "submit", "--address", f"http://127.0.0.1:{DASHBOARD_PORT}",
            "--working-dir", str(ROOT),
            "--runtime-env-json", '{"excludes": [".venv", "runs", ".git", ".hypothesis", ".pytest_cache"]}',
            "--", "python", "-m", "actors.launch", "--config", "configs/smoke.yaml",
            f"run.storage={state['storage']}", *OVERRIDES]
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    proc = subprocess.Popen(cmd, env=ENV, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     state["job"] = {"proc": proc, "log": log.name}
     return state["job"]
 
@@ -188,6 +218,7 @@ def test_node_loss_restarts_its_actors_elsewhere_and_loses_nothing_acknowledged(
     actors = actors_by_name()
     victim_id = actors["worker:main_agent-0:0"].node_id
     (survivor_id,) = set(cluster["workers"]) - {victim_id}
+    assert victim_id != cluster["head"]
     moved = sorted(n for n, a in actors.items() if a.node_id == victim_id)
     assert any(n.startswith("worker:") for n in moved)
 
@@ -200,7 +231,7 @@ def test_node_loss_restarts_its_actors_elsewhere_and_loses_nothing_acknowledged(
     snapshots |= {a["agent_id"] for a in ray.get(coordinator().pool.remote(), timeout=30)}
     assert all(s["results_acked"] > 0 for s in acked.values())
 
-    cluster["cluster"].remove_node(cluster["workers"][victim_id], allow_graceful=False)
+    kill_node(cluster["workers"][victim_id])
     killed_at = status()["games"]
 
     def restarted():
