@@ -108,13 +108,14 @@ class ActorCritic(nn.Module):
     def get_value(self, obs) -> torch.Tensor:
         return self.value_head(self.trunk(_as_tensor(obs, torch.float32))).squeeze(-1)
 
-    def evaluate_actions(self, obs: torch.Tensor, mask: torch.Tensor, actions: torch.Tensor):
-        """log pi(a|s), entropy, value for a batch (the PPO loss inputs)."""
+    def evaluate_actions(self, obs: torch.Tensor, mask: torch.Tensor, actions: torch.Tensor, all_logp: bool = False):
+        """log pi(a|s), entropy, value for a batch (the PPO loss inputs); with
+        ``all_logp`` also log pi(.|s) over every action (the magnet KL's input)."""
         logits, value = self(obs, mask)
         logp_all = torch.log_softmax(logits, dim=-1)
         logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         entropy = -(logp_all.exp() * logp_all).sum(-1)
-        return logp, entropy, value
+        return (logp, entropy, value, logp_all) if all_logp else (logp, entropy, value)
 
     # ----------------------------------------------------------------- numpy
     @torch.inference_mode()

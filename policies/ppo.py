@@ -8,6 +8,15 @@ Estimation", arXiv:1506.02438. The implementation details (Adam eps 1e-5,
 per-minibatch advantage normalization, clipped value loss, global gradient
 clipping) follow CleanRL's ``ppo.py`` (Huang et al. 2022, "The 37
 Implementation Details of Proximal Policy Optimization").
+
+Optionally regularised towards a magnet policy, as in magnetic mirror descent
+(Sokota, D'Orazio, Kolter, Loizou, Lanctot, Mitliagkas, Brown, Kroer 2023, "A
+Unified Approach to Reinforcement Learning, Quantal Response Equilibria, and
+Two-Player Zero-Sum Games", ICLR): the loss adds ``magnet_coef * KL(pi || magnet)``
+over the batch's states, and the magnet follows the policy by a parameter-space
+moving average (``magnet_rate`` per update, :func:`pull_magnet`). In self-play
+this makes the last iterate converge (to a regularised equilibrium whose magnet
+moves towards the Nash) where plain policy gradient cycles.
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ class PPOConfig:
     normalize_advantages: bool = True
     target_kl: float | None = None  # stop the epochs early when approx KL exceeds it
     adam_eps: float = 1e-5
+    magnet_coef: float = 0.0  # weight of KL(pi || magnet); 0 = plain PPO
+    magnet_rate: float = 0.05  # magnet <- (1 - rate) * magnet + rate * policy, per update
 
     def __post_init__(self):
         checks = {
@@ -46,6 +57,8 @@ class PPOConfig:
             "epochs": self.epochs >= 1,
             "minibatch_size": self.minibatch_size >= 1,
             "max_grad_norm": self.max_grad_norm > 0,
+            "magnet_coef": self.magnet_coef >= 0,
+            "magnet_rate": 0 <= self.magnet_rate <= 1,
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
@@ -71,12 +84,21 @@ def compute_gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, gamm
     return adv, adv + values.astype(np.float32)
 
 
+def pull_magnet(magnet: nn.Module, model: nn.Module, rate: float) -> None:
+    """Move the magnet's parameters a fraction ``rate`` towards the policy's."""
+    with torch.no_grad():
+        for m, p in zip(magnet.parameters(), model.parameters()):
+            m.mul_(1.0 - rate).add_(p, alpha=rate)
+
+
 def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: PPOConfig,
-               *, generator: torch.Generator | None = None) -> dict:
+               *, generator: torch.Generator | None = None, magnet: nn.Module | None = None) -> dict:
     """One PPO update of ``model`` on ``rollout`` (complete episodes of one
-    learner's side). ``generator`` seeds the minibatch shuffling. Returns mean
-    statistics: policy_loss, value_loss, entropy, approx_kl, clipfrac,
-    explained_variance, grad_norm, num_transitions, num_minibatches."""
+    learner's side). ``generator`` seeds the minibatch shuffling. With
+    ``magnet`` and ``cfg.magnet_coef > 0`` the loss adds the magnet KL term
+    (module docstring). Returns mean statistics: policy_loss, value_loss,
+    entropy, approx_kl, clipfrac, explained_variance, grad_norm, magnet_kl,
+    num_transitions, num_minibatches."""
     n = len(rollout)
     if n == 0:
         raise ValueError("ppo_update: empty rollout")
@@ -90,7 +112,9 @@ def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: P
         torch.from_numpy(x).to(device) for x in (rollout.obs, rollout.mask, rollout.actions, rollout.logp,
                                                    rollout.values, advantages, returns))
 
-    stats = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clipfrac": [], "grad_norm": []}
+    use_magnet = magnet is not None and cfg.magnet_coef > 0
+    stats = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clipfrac": [], "grad_norm": [],
+             "magnet_kl": []}
     mb = min(cfg.minibatch_size, n)
     model.train()
     stop = False
@@ -98,7 +122,8 @@ def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: P
         perm = torch.randperm(n, generator=generator).to(device)
         for start in range(0, n, mb):
             idx = perm[start:start + mb]
-            new_logp, entropy, new_value = model.evaluate_actions(obs[idx], mask[idx], actions[idx])
+            new_logp, entropy, new_value, logp_all = model.evaluate_actions(obs[idx], mask[idx], actions[idx],
+                                                                            all_logp=True)
             log_ratio = new_logp - old_logp[idx]
             ratio = log_ratio.exp()
             with torch.no_grad():
@@ -120,6 +145,14 @@ def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: P
 
             ent = entropy.mean()
             loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss  # PPO eq. 9
+            if use_magnet:
+                with torch.no_grad():
+                    magnet_logits, _ = magnet(obs[idx], mask[idx])
+                    magnet_logp = torch.log_softmax(magnet_logits, dim=-1)
+                # KL(pi || magnet) over legal actions (illegal ones have probability 0 under both)
+                magnet_kl = (logp_all.exp() * (logp_all - magnet_logp)).masked_fill(~mask[idx], 0.0).sum(-1).mean()
+                loss = loss + cfg.magnet_coef * magnet_kl
+                stats["magnet_kl"].append(magnet_kl.item())
 
             optimizer.zero_grad()
             loss.backward()
@@ -141,6 +174,6 @@ def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: P
 
     var_ret = float(np.var(returns))
     explained_var = float("nan") if var_ret == 0 else 1.0 - float(np.var(returns - rollout.values)) / var_ret
-    out = {k: float(np.mean(v)) for k, v in stats.items()}
+    out = {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
     out.update(explained_variance=explained_var, num_transitions=n, num_minibatches=len(stats["policy_loss"]))
     return out
