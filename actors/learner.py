@@ -10,6 +10,7 @@ from its last checkpoint.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -23,9 +24,10 @@ from league.messages import LearnerAck, WeightsReply
 from monitoring.metrics import LeagueMetrics
 from policies.device import resolve_device
 from policies.net import ActorCritic, PolicySpec
-from policies.ppo import PPOConfig, make_optimizer, ppo_update
+from policies.ppo import PPOConfig, make_optimizer, ppo_update, pull_magnet
 from policies.rollout import Rollout
-from policies.snapshot import learner_state_from_bytes, learner_state_to_bytes, policy_from_bytes, policy_to_bytes
+from policies.snapshot import (learner_magnet_from_bytes, learner_state_from_bytes, learner_state_to_bytes,
+                               policy_from_bytes, policy_to_bytes)
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,11 @@ class LearnerImpl:
             self.step = int(extra.get("step", checkpoint.step))
             log.info("%s resumed at version %d, step %d", learner_id, self.version, self.step)
         log.info("%s trains on %s", learner_id, self.device)
+        # magnet-regularised PPO (policies.ppo): the magnet starts at the policy and follows it
+        self.magnet = None
+        if self.ppo.magnet_coef > 0:
+            saved = learner_magnet_from_bytes(checkpoint.state) if checkpoint is not None and checkpoint.state else None
+            self.magnet = saved.to(self.device) if saved is not None else copy.deepcopy(self.model)
         self._publish()
         self._last_checkpoint = time.time()
 
@@ -109,7 +116,9 @@ class LearnerImpl:
     def _update(self) -> None:
         data = Rollout.concat(self.buffer)
         self.buffer, self.buffered = [], 0
-        self.last_stats = ppo_update(self.model, self.optimizer, data, self.ppo)
+        self.last_stats = ppo_update(self.model, self.optimizer, data, self.ppo, magnet=self.magnet)
+        if self.magnet is not None:
+            pull_magnet(self.magnet, self.model, self.ppo.magnet_rate)
         self.metrics.inc("updates", role=self.role, learner=self.learner_id)
         for kind in ("policy", "value"):
             self.metrics.set("loss", self.last_stats[f"{kind}_loss"], learner=self.learner_id, kind=kind)
@@ -139,12 +148,15 @@ class LearnerImpl:
         else:
             self.model.reset_parameters()
         self.optimizer = make_optimizer(self.model, self.ppo)
+        if self.magnet is not None:
+            self.magnet = copy.deepcopy(self.model)
         self.version += 1
         self._publish()
         log.info("%s reset (%s)", self.learner_id, reset_to or "fresh initialisation")
 
     def _checkpoint(self) -> None:
-        blob = learner_state_to_bytes(self.model, self.optimizer, {"version": self.version, "step": self.step})
+        blob = learner_state_to_bytes(self.model, self.optimizer, {"version": self.version, "step": self.step},
+                                      magnet=self.magnet)
         ray.get(self.coordinator.save_checkpoint.remote(self.learner_id, self.version, self.step, blob))
         self._last_checkpoint = time.time()
 

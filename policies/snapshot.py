@@ -84,18 +84,27 @@ def policy_spec_from_bytes(blob: bytes) -> PolicySpec:
 
 
 def learner_state_to_bytes(model: ActorCritic, optimizer: torch.optim.Optimizer | None = None,
-                           extra: dict | None = None) -> bytes:
-    """A learner checkpoint: parameters, spec, optimizer state and ``extra``
-    (plain types: ints, floats, strings, lists, dicts, e.g. version and step
-    counters)."""
+                           extra: dict | None = None, magnet: ActorCritic | None = None) -> bytes:
+    """A learner checkpoint: parameters, spec, optimizer state, the magnet's
+    parameters (magnet-regularised PPO, ``policies.ppo``) and ``extra`` (plain
+    types: ints, floats, strings, lists, dicts, e.g. version and step counters)."""
     return _save({
         "format": LEARNER_FORMAT,
         "version": VERSION,
         "spec": model.spec.to_dict(),
         "state_dict": _cpu(model.state_dict()),
         "optimizer": _cpu(optimizer.state_dict()) if optimizer is not None else None,
+        "magnet": _cpu(magnet.state_dict()) if magnet is not None else None,
         "extra": dict(extra or {}),
     })
+
+
+def learner_magnet_from_bytes(blob: bytes) -> ActorCritic | None:
+    """The magnet saved in a learner checkpoint, or None when it has none."""
+    payload = _load(blob, LEARNER_FORMAT)
+    if payload.get("magnet") is None:
+        return None
+    return _model_from({"spec": payload["spec"], "state_dict": payload["magnet"]}, LEARNER_FORMAT + " magnet")
 
 
 def learner_state_from_bytes(blob: bytes, optimizer_factory=None):
