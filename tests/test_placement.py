@@ -104,3 +104,15 @@ def test_snapshots_of_a_gpu_learner_load_on_cpu_workers():
     model, opt = _trained("cuda")
     assert next(model.parameters()).device.type == "cuda"
     assert _saved_devices(model, opt) == {"cpu"}
+
+
+def test_opponents_replicas_fixed_or_autoscaled_as_serve_reads_them():
+    from serve.opponents import Opponents, replica_actor_options, replica_count
+
+    fixed = load_config(None, ["serve.num_replicas=3", "serve.resources={league_worker: 0.01}"])
+    d = Opponents.options(ray_actor_options=replica_actor_options(fixed.serve), **replica_count(fixed.serve))
+    assert d.num_replicas == 3 and d.ray_actor_options["resources"] == {"league_worker": 0.01}
+    scaled = load_config(None, ["serve.autoscaling={min_replicas: 1, max_replicas: 6, target_ongoing_requests: 4}"])
+    d = Opponents.options(**replica_count(scaled.serve))
+    config = d._deployment_config.autoscaling_config  # Serve's own validated AutoscalingConfig
+    assert (config.min_replicas, config.max_replicas, config.target_ongoing_requests) == (1, 6, 4)
