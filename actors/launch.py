@@ -179,9 +179,10 @@ class League:
 
 
 def metrics_port(port: int | None) -> int | None:
-    """``port`` if it can be bound on loopback, else None (Ray picks one): Ray does not check it, and
-    its node then times out at startup (~35 s) with no word about the port. Prometheus finds either
-    through the targets file."""
+    """``port`` if it is free, else None (Ray picks one): Ray does not check it, and its node then
+    times out at startup (~35 s) with no word about the port. Prometheus finds either through the
+    targets file. Probed on all interfaces, where Ray's agent listens: Ray 2.60 replaces a loopback
+    node address by the machine's."""
     import socket
 
     if port is None:
@@ -189,7 +190,7 @@ def metrics_port(port: int | None) -> int | None:
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the agent's HTTP server does
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind(("", port))
         except OSError:
             print(f"nash-league: ray.metrics_export_port {port} is in use; Ray picks a free port instead",
                   file=sys.stderr, flush=True)
