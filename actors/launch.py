@@ -42,7 +42,7 @@ def load(argv: list[str] | None):
     from envs import game_info, is_matrix_game
 
     ppo_config(cfg)
-    if not is_matrix_game(cfg.game.name):
+    if not is_matrix_game(cfg.game.name) and not cfg.game.name.startswith("pettingzoo:"):
         import pyspiel
 
         if cfg.game.name.split("(")[0] not in pyspiel.registered_names():

@@ -6,6 +6,8 @@
   known matrix games with their Nash equilibrium as ``known_nash``;
 - ``"matrix"`` with ``payoff=[[...], ...]``: any zero-sum matrix game (row
   player's payoffs);
+- ``"pettingzoo:<env>"``: a PettingZoo AEC game (``envs.pettingzoo``), e.g.
+  ``"pettingzoo:texas_holdem_v4"``, ``params`` going to its ``raw_env``;
 - any other name: an OpenSpiel game (``"kuhn_poker"``, ``"leduc_poker"``,
   ``"tic_tac_toe"``, ``"connect_four"``, ...), ``params`` being its OpenSpiel
   parameters; ``"name(key=value,...)"`` strings work too.
@@ -61,6 +63,10 @@ def make_game(name: str, num_envs: int, seed: int | None = None, **params) -> Ve
         if params:
             raise ValueError(f"matrix game {name!r} takes no parameters, got {sorted(params)}")
         return MatrixGame.known(name, num_envs, seed=seed)
+    if name.startswith("pettingzoo:"):
+        from envs.pettingzoo import PettingZooGame  # pettingzoo import only when needed
+
+        return PettingZooGame(name, num_envs, params=params or None, seed=seed)
     from envs.openspiel import OpenSpielGame  # pyspiel import only when needed
 
     return OpenSpielGame(name, num_envs, params=params or None, seed=seed)
@@ -80,6 +86,10 @@ def game_info(name: str, **params) -> GameInfo:
     if is_matrix_game(name):
         payoff, _ = KNOWN_GAMES[ALIASES.get(name, name)]
         return GameInfo(obs_size=2, num_actions=max(len(payoff), len(payoff[0])))
+    if name.startswith("pettingzoo:"):
+        from envs.pettingzoo import pettingzoo_info
+
+        return GameInfo(*pettingzoo_info(name, **params))
     from envs.openspiel import load_two_player_zero_sum, uses_information_state
 
     game = load_two_player_zero_sum(name, params or None)

@@ -77,6 +77,9 @@ class VectorGame:
 
 def utility_range(game: VectorGame) -> tuple[float, float]:
     """Smallest and largest return a seat can get in ``game``."""
+    if hasattr(game, "utility_range"):  # declared by the game (a PettingZoo adapter)
+        lo, hi = game.utility_range
+        return float(lo), float(hi)
     if hasattr(game, "game"):  # an OpenSpiel adapter
         return float(game.game.min_utility()), float(game.game.max_utility())
     if hasattr(game, "payoff"):  # a matrix game

@@ -9,7 +9,8 @@ columns cross Ray cheaply).
 
 :func:`collect_rollout` is the reference the Ray rollout worker mirrors: it
 plays a ``VectorGame`` with the learner in a random seat per episode against an
-opponent callable ``(obs, mask) -> actions``.
+opponent callable ``(obs, mask) -> actions`` or an :class:`EpisodeMixture`
+(one member drawn per episode, as a league's Nash mixture is played).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Callable
 import numpy as np
 
 from envs.base import NO_ACTION, VectorGame, outcome_from_returns
+from policies.net import sample_rows, stacked_act
 
 _DTYPES = {
     "obs": np.float32,
@@ -83,12 +85,55 @@ class Rollout:
         return cls(**{f.name: np.concatenate([getattr(r, f.name) for r in rollouts]) for f in fields(cls)})
 
 
+class EpisodeMixture:
+    """An opponent that draws one member per episode with probability
+    proportional to ``weights`` and lets it play the whole episode: the
+    AlphaStar/PSRO meaning of a Nash mixture over snapshots (not a per-move
+    mixture, which is a different, more exploitable policy). A member is an
+    ``ActorCritic`` or None (uniform random over legal actions)."""
+
+    def __init__(self, models, weights, rng: np.random.Generator):
+        w = np.asarray(weights, dtype=np.float64)
+        if len(models) == 0 or w.shape != (len(models),) or np.any(w < 0) or not w.sum() > 0:
+            raise ValueError(f"need one non-negative weight per member with a positive sum, got {list(w)} "
+                             f"for {len(models)} members")
+        self.models = list(models)
+        self.weights = w / w.sum()
+        self.rng = rng
+        self.member = np.zeros(0, dtype=np.int64)  # member playing in each env
+
+    def start(self, envs: np.ndarray) -> None:
+        """New episodes begin in ``envs``: draw their members."""
+        envs = np.asarray(envs, dtype=np.int64)
+        if envs.size and envs.max() >= len(self.member):
+            self.member = np.concatenate([self.member, np.zeros(envs.max() + 1 - len(self.member), dtype=np.int64)])
+        self.member[envs] = self.rng.choice(len(self.models), size=envs.size, p=self.weights)
+
+    def __call__(self, obs: np.ndarray, mask: np.ndarray, envs: np.ndarray) -> np.ndarray:
+        who = self.member[np.asarray(envs, dtype=np.int64)]
+        actions = np.zeros(len(who), dtype=np.int64)
+        groups = [(m, np.flatnonzero(who == m)) for m in np.unique(who).tolist()]
+        nets = [(m, rows) for m, rows in groups if self.models[m] is not None]
+        for m, rows in groups:
+            if self.models[m] is None:
+                actions[rows] = sample_rows(mask[rows].astype(np.float64), self.rng)
+        if nets:
+            acts = stacked_act([self.models[m] for m, _ in nets], [obs[rows] for _, rows in nets],
+                               [mask[rows] for _, rows in nets], self.rng)
+            for (_, rows), a in zip(nets, acts):
+                actions[rows] = a
+        return actions
+
+
 def collect_rollout(
     game: VectorGame,
     model,
-    opponent_fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    opponent_fn: Callable[[np.ndarray, np.ndarray], np.ndarray] | EpisodeMixture,
     num_steps: int,
     rng: np.random.Generator,
+    *,
+    deterministic: bool = False,
+    value: str = "score",
 ) -> tuple[Rollout, np.ndarray]:
     """Play ``game`` (all its environments) until at least ``num_steps`` learner
     transitions lie in complete episodes, then finish every episode already
@@ -97,13 +142,20 @@ def collect_rollout(
 
     The learner (``model.act``) takes seat 0 or 1 uniformly at random at the
     start of each episode; ``opponent_fn(obs, mask) -> actions`` plays the other
-    seat. Returns ``(rollout, outcomes)``: the learner's transitions of the
+    seat, or an :class:`EpisodeMixture` draws a member per episode.
+    ``deterministic`` makes the learner take its most probable legal action.
+    Returns ``(rollout, outcomes)``: the learner's transitions of the
     recorded episodes, in order of completion, and the learner's score
-    (1 win, 0.5 draw, 0 loss) of each of those episodes, in the same order.
-    Episodes in which the learner never had to act are scored but contribute no
-    transitions.
+    (1 win, 0.5 draw, 0 loss; with ``value="return"``: its return) of each of
+    those episodes, in the same order. Episodes in which the learner never had
+    to act are scored but contribute no transitions.
     """
+    if value not in ("score", "return"):
+        raise ValueError(f'value must be "score" or "return", got {value!r}')
     E = game.num_envs
+    per_episode = isinstance(opponent_fn, EpisodeMixture)
+    if per_episode:
+        opponent_fn.start(np.arange(E))
     seat = rng.integers(0, 2, size=E)
     episode = np.arange(E)  # id of the episode running in each env
     next_episode = E
@@ -123,7 +175,7 @@ def collect_rollout(
             opp_envs = np.flatnonzero(movers[:, s] & (seat != s))
             if learner_envs.size:
                 obs, mask = game.observe(s, learner_envs)
-                a, logp, v = model.act(obs, mask, generator=rng)
+                a, logp, v = model.act(obs, mask, generator=rng, deterministic=deterministic)
                 actions[learner_envs, s] = a
                 keep = recording[learner_envs]
                 if keep.any():
@@ -137,14 +189,18 @@ def collect_rollout(
                         steps_per_episode[ep] = steps_per_episode.get(ep, 0) + 1
             if opp_envs.size:
                 obs, mask = game.observe(s, opp_envs)
-                actions[opp_envs, s] = np.asarray(opponent_fn(obs, mask), dtype=np.int64).reshape(-1)
+                acts = opponent_fn(obs, mask, opp_envs) if per_episode else opponent_fn(obs, mask)
+                actions[opp_envs, s] = np.asarray(acts, dtype=np.int64).reshape(-1)
         result = game.step(actions)
-        for e in np.flatnonzero(result.done).tolist():
+        ended = np.flatnonzero(result.done)
+        if per_episode and ended.size:
+            opponent_fn.start(ended)
+        for e in ended.tolist():
             if recording[e]:
                 ret = float(result.returns[e, seat[e]])
                 seat0_score = float(outcome_from_returns(result.returns[e]))
                 score = seat0_score if seat[e] == 0 else 1.0 - seat0_score
-                finished.append((int(episode[e]), ret, score))
+                finished.append((int(episode[e]), ret, score if value == "score" else ret))
                 recorded_steps += steps_per_episode.get(int(episode[e]), 0)
             episode[e] = next_episode
             next_episode += 1

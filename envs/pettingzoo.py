@@ -1,0 +1,229 @@
+"""PettingZoo AEC games (classic environments, with action masks) behind the
+vectorized two-player protocol of ``envs.base``.
+
+``make_game("pettingzoo:texas_holdem_v4", E)`` steps E copies of
+``pettingzoo.classic.texas_holdem_v4.raw_env()``. A name without a dot is looked
+up in ``pettingzoo.classic``; a dotted name (``"pettingzoo:mypkg.mygame"``)
+imports that module, so any AEC environment that exposes ``raw_env`` or
+``env`` works. Game parameters go to that constructor
+(``pettingzoo:go_v5`` with ``board_size=7``).
+
+Seats are the environment's ``possible_agents`` in order (it must have exactly
+two). Turn-based: the seat to move is ``agent_selection``. A seat's observation
+is its ``observe(agent)["observation"]`` flattened to float32; the legal mask is
+``observe(agent)["action_mask"]`` (or ``infos[agent]["action_mask"]``).
+
+Returns follow the AEC convention: an agent's episode return is the sum of the
+cumulative rewards it would read from ``last()`` at each of its turns, its
+final (dead) turn included. The episode ends as soon as the agent to move is
+terminated or truncated (two-player games end for both at once); the
+environment is then reset, without the dead steps, which change nothing.
+
+Without a seed, every environment draws fresh entropy on its first reset and
+then continues its own random stream; with one, environment e is reseeded from
+``(seed, e)`` through numpy's ``SeedSequence``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
+
+import numpy as np
+
+from envs.base import NO_ACTION, StepResult, VectorGame
+
+PREFIX = "pettingzoo:"
+
+# Smallest and largest return of a seat, where the environment's rewards are not
+# in [-1, 1]: RLCard's limit hold'em pays chips / big blind, at most 4 bets of
+# 1 big blind (pre-flop, flop) and of 2 (turn, river) per player: 24.
+UTILITY_RANGES = {
+    "texas_holdem_v4": (-24.0, 24.0),
+}
+
+
+def is_pettingzoo_game(name: str) -> bool:
+    return isinstance(name, str) and name.startswith(PREFIX)
+
+
+def _constructor(name: str):
+    module_name = name[len(PREFIX):]
+    if not module_name:
+        raise ValueError(f"game {name!r}: name a PettingZoo environment after {PREFIX!r}, e.g. pettingzoo:texas_holdem_v4")
+    path = module_name if "." in module_name else f"pettingzoo.classic.{module_name}"
+    try:
+        if "." in module_name:
+            module = importlib.import_module(path)
+        else:  # through the package, whose lookup names the current version of a deprecated one
+            with warnings.catch_warnings():  # its notice about PettingZoo's own registry plans
+                warnings.simplefilter("ignore", DeprecationWarning)
+                module = getattr(importlib.import_module("pettingzoo.classic"), module_name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"game {name!r}: cannot import {path} ({exc})") from None
+    make = getattr(module, "raw_env", None) or getattr(module, "env", None)
+    if make is None:
+        raise ValueError(f"game {name!r}: {path} has no raw_env() or env()")
+    return module_name.rsplit(".", 1)[-1], make
+
+
+def _observation(raw: Any, info: dict) -> tuple[np.ndarray, np.ndarray | None]:
+    if isinstance(raw, dict) and "observation" in raw:
+        mask = raw.get("action_mask")
+        raw = raw["observation"]
+    else:
+        mask = None
+    if mask is None:
+        mask = info.get("action_mask") if isinstance(info, dict) else None
+    return np.asarray(raw, dtype=np.float32).reshape(-1), None if mask is None else np.asarray(mask).astype(bool)
+
+
+class PettingZooGame(VectorGame):
+    """A vector of ``num_envs`` copies of a two-player zero-sum PettingZoo AEC game."""
+
+    simultaneous = False
+
+    def __init__(self, name: str, num_envs: int, params: dict | None = None, seed: int | None = None):
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        short, make = _constructor(name)
+        self.name = name
+        self.num_envs = int(num_envs)
+        params = dict(params or {})
+        try:
+            self.envs = [make(**params) for _ in range(self.num_envs)]
+        except TypeError as exc:
+            raise ValueError(f"game {name!r}: bad parameters {sorted(params)} ({exc})") from None
+        except ImportError as exc:  # PettingZoo's DeprecatedEnv names the current version
+            raise ValueError(f"game {name!r}: {exc}") from None
+        first = self.envs[0]
+        self.agents = list(first.possible_agents)
+        if len(self.agents) != 2:
+            raise ValueError(f"game {name!r} has {len(self.agents)} agents; the league plays two-player games")
+        spaces = [first.action_space(a) for a in self.agents]
+        if any(not hasattr(s, "n") for s in spaces) or spaces[0].n != spaces[1].n:
+            raise ValueError(f"game {name!r}: both agents need the same Discrete action space, got {spaces}")
+        self.num_actions = int(spaces[0].n)
+        self.utility_range = UTILITY_RANGES.get(short, (-1.0, 1.0))
+        self.seed = seed
+        self._seeded = False
+        self.reset(seed)
+        self.obs_size = int(self._obs.shape[1])
+
+    # ------------------------------------------------------------------ reset
+    def _env_seed(self, seed: int, e: int) -> int:
+        return int(np.random.SeedSequence([int(seed), e]).generate_state(1)[0])
+
+    def reset(self, seed: int | None = None) -> None:
+        """Restart every environment (see the module docstring for seeding)."""
+        E = self.num_envs
+        fresh = seed is None and not self._seeded
+        if seed is not None:
+            self.seed = seed
+        for e, env in enumerate(self.envs):
+            if seed is not None:
+                env.reset(seed=self._env_seed(seed, e))
+            elif fresh:
+                env.reset(seed=int(np.random.SeedSequence().generate_state(1)[0]))
+            else:
+                env.reset()
+        self._seeded = True
+        self._totals = np.zeros((E, 2), dtype=np.float64)
+        self._cur = np.zeros(E, dtype=np.int64)
+        self._cur_mask = np.zeros((E, self.num_actions), dtype=bool)
+        first = self._observe(0, self._mover(0))[0]
+        self._obs = np.zeros((E, first.size), dtype=np.float32)
+        for e in range(E):
+            self._refresh(e)
+
+    def _mover(self, e: int) -> int:
+        return self.agents.index(self.envs[e].agent_selection)
+
+    def _observe(self, e: int, seat: int) -> tuple[np.ndarray, np.ndarray | None]:
+        env, agent = self.envs[e], self.agents[seat]
+        return _observation(env.observe(agent), env.infos.get(agent, {}))
+
+    def _refresh(self, e: int) -> None:
+        """The mover of env e, with its observation and legal mask."""
+        seat = self._mover(e)
+        obs, mask = self._observe(e, seat)
+        if mask is None:
+            raise ValueError(f"game {self.name!r} gives no action mask (observation['action_mask'] or "
+                             "infos[agent]['action_mask'])")
+        self._cur[e] = seat
+        self._obs[e] = obs
+        self._cur_mask[e] = mask
+        if not mask.any():
+            raise ValueError(f"game {self.name!r}: agent {self.agents[seat]} must move with no legal action")
+
+    # ---------------------------------------------------------------- queries
+    def movers(self) -> np.ndarray:
+        movers = np.zeros((self.num_envs, 2), dtype=bool)
+        movers[np.arange(self.num_envs), self._cur] = True
+        return movers
+
+    def observe(self, seat: int, envs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if seat not in (0, 1):
+            raise ValueError(f"seat must be 0 or 1, got {seat!r}")
+        idx = np.arange(self.num_envs) if envs is None else np.asarray(envs, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.num_envs):
+            raise ValueError(f"env indices must lie in [0, {self.num_envs}), got {idx.tolist()}")
+        obs = self._obs[idx].copy()
+        moving = self._cur[idx] == seat
+        for i in np.flatnonzero(~moving).tolist():  # the seat waiting for its turn
+            obs[i] = self._observe(int(idx[i]), seat)[0]
+        return obs, self._cur_mask[idx] & moving[:, None]
+
+    # ------------------------------------------------------------------- step
+    def _validate(self, actions) -> np.ndarray:
+        acts = np.asarray(actions)
+        E = self.num_envs
+        if acts.shape != (E, 2):
+            raise ValueError(f"{self.name}: actions must have shape ({E}, 2), got {acts.shape}")
+        if acts.dtype.kind not in "iu":
+            raise ValueError(f"{self.name}: actions must be integers, got dtype {acts.dtype}")
+        acts = acts.astype(np.int64, copy=False)
+        rows = np.arange(E)
+        idle = acts[rows, 1 - self._cur]
+        if (idle != NO_ACTION).any():
+            e = int(np.flatnonzero(idle != NO_ACTION)[0])
+            raise ValueError(f"{self.name}: seat {1 - self._cur[e]} does not act in env {e} but got action "
+                             f"{idle[e]} (use NO_ACTION={NO_ACTION})")
+        chosen = acts[rows, self._cur]
+        ok = (chosen >= 0) & (chosen < self.num_actions)
+        ok[ok] = self._cur_mask[rows[ok], chosen[ok]]
+        if not ok.all():
+            e = int(np.flatnonzero(~ok)[0])
+            raise ValueError(f"{self.name}: illegal action {chosen[e]} for seat {self._cur[e]} in env {e} "
+                             f"(legal: {np.flatnonzero(self._cur_mask[e]).tolist()})")
+        return chosen
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        chosen = self._validate(actions).tolist()
+        E = self.num_envs
+        done = np.zeros(E, dtype=bool)
+        returns = np.zeros((E, 2), dtype=np.float64)
+        agents = self.agents
+        for e, a in enumerate(chosen):
+            env = self.envs[e]
+            seat = int(self._cur[e])
+            # what the mover reads from last() at its turn is its share of the return so far
+            self._totals[e, seat] += env._cumulative_rewards[agents[seat]]
+            env.step(a)
+            mover = env.agent_selection
+            if env.terminations.get(mover, True) or env.truncations.get(mover, True):
+                for s, agent in enumerate(agents):  # each agent's final last() before its dead step
+                    self._totals[e, s] += env._cumulative_rewards.get(agent, 0.0)
+                returns[e] = self._totals[e]
+                done[e] = True
+                self._totals[e] = 0.0
+                env.reset()
+            self._refresh(e)
+        return StepResult(done=done, returns=returns)
+
+
+def pettingzoo_info(name: str, **params) -> tuple[int, int]:
+    """(obs_size, num_actions) of a PettingZoo game (builds one environment)."""
+    game = PettingZooGame(name, 1, params=params or None, seed=0)
+    return game.obs_size, game.num_actions
