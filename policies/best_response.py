@@ -66,7 +66,7 @@ def _probe_ppo() -> PPOConfig:
 class ProbeConfig:
     """Budget and settings of one best-response probe."""
 
-    steps: int = 300_000  # the best response's own training decisions
+    steps: int = 600_000  # the best response's own training decisions
     eval_episodes: int = 50_000
     num_envs: int = 256
     batch_steps: int = 4096  # decisions per PPO update
