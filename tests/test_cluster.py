@@ -211,6 +211,7 @@ def test_job_places_the_coordinator_on_the_storage_node_and_the_rest_on_workers(
 
 
 def test_node_loss_restarts_its_actors_elsewhere_and_loses_nothing_acknowledged(cluster):
+    """Kill a worker node's raylet, then the coordinator: nothing acknowledged before is lost (==)."""
     import ray
 
     job = start_job(cluster)
@@ -241,6 +242,13 @@ def test_node_loss_restarts_its_actors_elsewhere_and_loses_nothing_acknowledged(
             r.node_id == survivor_id for r in replicas())
     wait_for(restarted, timeout=90, what=f"{moved} restarted on the surviving node")
     wait_for(lambda: status()["games"] > killed_at + 2000, timeout=90, what="games after the node loss")
+
+    # The coordinator itself, killed, restarts on the storage node and the league goes on from the store.
+    old_pid, before = actors_by_name()["coordinator"].pid, status()["games"]
+    ray.kill(coordinator(), no_restart=False)
+    back = wait_for(lambda: (lambda c: c if c.pid != old_pid and status()["games"] > before + 1000 else None)(
+        actors_by_name()["coordinator"]), timeout=120, what="the coordinator back with the league going on")
+    assert back.node_id == cluster["head"]
 
     assert job["proc"].wait(timeout=240) == 0, open(job["log"]).read()[-3000:]
     out = open(job["log"]).read()
