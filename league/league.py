@@ -24,7 +24,7 @@ import numpy as np
 from league.config import Config
 from league.diversity import DiversityTracker, TrajectoryBatch
 from league.elo import EloTable
-from league.matchmaking import CachedWinRates, LeagueView, choose_matches
+from league.matchmaking import CachedWinRates, LeagueView, choose_draws, draws_as_columns
 from league.messages import (Checkpoint, MatchAssignments, NashMember, NashView, ProgressDecision, Result,
                              ResultBatch)
 from league.nash import NashSolver, meta_exploitability, nash_entropy
@@ -176,8 +176,9 @@ class League:
             raise ValueError(f"number of matches must be an integer in [1, 100000], got {n!r}")
         view = self.view()
         cfg = self.cfg.role(state.role)
-        return MatchAssignments.from_matches(learner_id, choose_matches(learner_id, state.role, cfg, view, self.rng,
-                                                                        int(n)))
+        opponents, live, opponent, branches, branch = draws_as_columns(
+            *choose_draws(learner_id, state.role, cfg, view, self.rng, int(n)))
+        return MatchAssignments(learner_id, opponents, live, opponent, branches, branch)
 
     def _learner(self, learner_id: str) -> LearnerState:
         try:

@@ -199,54 +199,112 @@ def choose_match(learner_id: str, role: AgentType, cfg: RoleConfig, view: League
     return choose_matches(learner_id, role, cfg, view, rng, 1)[0]
 
 
+@dataclass(frozen=True)
+class Draws:
+    """``len(index)`` matches against ``opponents[index[k]]``, all ``live`` or all frozen, from one
+    ``branch``: how matchmaking hands out thousands of matches without an object per match."""
+
+    opponents: Sequence[str]
+    index: np.ndarray
+    live: bool
+    branch: str
+
+
 def choose_matches(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, rng: np.random.Generator,
                    n: int) -> list[Match]:
-    """``n`` independent opponents for ``learner_id`` under its role's sampling rule.
+    """``n`` independent opponents for ``learner_id`` under its role's sampling rule."""
+    draws, order = choose_draws(learner_id, role, cfg, view, rng, n)
+    out = [Match(learner_id, d.opponents[i], d.live, d.branch) for d in draws for i in d.index.tolist()]
+    return out if order is None else [out[i] for i in order.tolist()]
 
-    The coordinator hands out matches by the thousand; the ``self``, ``latest``,
-    ``nash`` and ``pfsp`` rules draw from one fixed distribution per view, so
-    they are sampled at once. The ``alphastar`` rules branch per draw.
-    """
+
+def choose_draws(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, rng: np.random.Generator,
+                 n: int) -> tuple[list[Draws], np.ndarray | None]:
+    """``choose_matches`` as blocks of draws and the order (a permutation, or None) in which their
+    concatenation is the i.i.d. sequence. The coordinator hands out matches by the thousand: the
+    ``self``, ``latest``, ``nash`` and ``pfsp`` rules draw from one fixed distribution per view, and
+    the ``alphastar`` rules are a random choice among branches that each are one."""
     snapshots = view.pool.ids()
     if cfg.sampling == "self" or (not snapshots and cfg.sampling != "alphastar"):
-        return [Match(learner_id, learner_id, True, "self_play")] * n
+        return [_live(learner_id, learner_id, "self_play")(n, rng)], None
     if cfg.sampling == "latest":
         latest = view.pool.latest(learner_id)
         if latest is None:
-            return [Match(learner_id, learner_id, True, "self_play")] * n
-        return [Match(learner_id, latest.agent_id, False, "latest")] * n
+            return [_live(learner_id, learner_id, "self_play")(n, rng)], None
+        return [Draws((latest.agent_id,), np.zeros(n, dtype=np.int64), False, "latest")], None
     if cfg.sampling == "nash":
         ids = [a for a, w in view.nash_weights.items() if w > 0 and a in view.pool]
         if not ids:
-            return _pfsp_draws(learner_id, snapshots, cfg, view, rng, "nash_fallback_pfsp", n)
+            return [_pfsp_draws(learner_id, snapshots, cfg, view, rng, "nash_fallback_pfsp", n)], None
         cdf = np.cumsum([view.nash_weights[a] for a in ids])
-        return [Match(learner_id, ids[i], False, "nash") for i in _draw(cdf, rng, n)]
+        return [Draws(ids, _draw(cdf, rng, n), False, "nash")], None
     if cfg.sampling == "pfsp":
-        return _pfsp_draws(learner_id, snapshots, cfg, view, rng, "pfsp", n)
+        return [_pfsp_draws(learner_id, snapshots, cfg, view, rng, "pfsp", n)], None
     branches = {AgentType.MAIN_AGENT: _main_agent_branches,
                 AgentType.MAIN_EXPLOITER: _main_exploiter_branches}.get(role, _league_exploiter_branches)
     return _branch_draws(branches(learner_id, cfg, view), rng, n)
 
 
-Branch = tuple  # (probability, draw(k, rng) -> list[Match])
+def draws_as_columns(draws: list[Draws], order: np.ndarray | None):
+    """(opponent ids, live per id, opponent code per match, branch names, branch code per match) of
+    ``choose_draws``'s blocks, in the order of the i.i.d. sequence, built with arrays."""
+    names: dict[str, int] = {}
+    live: list[bool] = []
+    branches: dict[str, int] = {}
+    opp_cols, branch_cols = [], []
+    for d in draws:
+        codes = np.empty(len(d.opponents), dtype=np.int64)
+        used = np.unique(d.index)
+        for u in used.tolist():
+            name = d.opponents[u]
+            code = names.get(name)
+            if code is None:
+                code = names[name] = len(names)
+                live.append(d.live)
+            codes[u] = code
+        opp_cols.append(codes[d.index])
+        branch_cols.append(np.full(len(d.index), branches.setdefault(d.branch, len(branches)), dtype=np.int64))
+    opponent = np.concatenate(opp_cols) if opp_cols else np.zeros(0, dtype=np.int64)
+    branch = np.concatenate(branch_cols) if branch_cols else np.zeros(0, dtype=np.int64)
+    if order is not None:
+        opponent, branch = opponent[order], branch[order]
+    return tuple(names), np.asarray(live, dtype=bool), opponent, tuple(branches), branch
 
 
-def _branch_draws(branches: list[Branch], rng: np.random.Generator, n: int) -> list[Match]:
+def _draw(cdf: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` indices drawn from a cumulative (unnormalized) distribution, by inverse CDF."""
+    idx = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
+    return np.minimum(idx, len(cdf) - 1)
+
+
+def _pfsp_draws(learner_id, candidates, cfg: RoleConfig, view: LeagueView, rng, branch, n: int,
+                weighting=None) -> Draws:
+    """``n`` PFSP draws over ``candidates``; the distribution is computed once per view."""
+    weighting = weighting or cfg.pfsp_weighting
+    key = (learner_id, tuple(candidates), weighting, cfg.pfsp_exponent)  # a callable hashes by identity
+    cdf = view.pfsp_cache.get(key)
+    if cdf is None:
+        rates = view.win_rates.win_rates_for(learner_id, candidates)
+        cdf = view.pfsp_cache[key] = np.cumsum(pfsp_probabilities(rates, weighting, cfg.pfsp_exponent))
+    return Draws(candidates, _draw(cdf, rng, n), False, branch)
+
+
+Branch = tuple  # (probability, draw(k, rng) -> Draws)
+
+
+def _branch_draws(branches: list[Branch], rng: np.random.Generator, n: int) -> tuple[list[Draws], np.ndarray | None]:
     """``n`` i.i.d. draws of a rule written as a top-level random choice among branches, each of
     which is a fixed distribution for the view: as many draws per branch as a multinomial says,
     then shuffled. The same distribution as branching per draw, at the cost of one PFSP
     distribution per branch instead of per draw (bench.coordinator: 1,000-agent pools)."""
     p = np.array([b[0] for b in branches], dtype=float)
     counts = rng.multinomial(n, p / p.sum())
-    out: list[Match] = []
-    for (_, draw), k in zip(branches, counts):
-        if k:
-            out += draw(int(k), rng)
-    return [out[i] for i in rng.permutation(n)] if len(branches) > 1 else out
+    out = [draw(int(k), rng) for (_, draw), k in zip(branches, counts) if k]
+    return out, (rng.permutation(n) if len(branches) > 1 else None)
 
 
 def _live(learner_id: str, opponent: str, branch: str):
-    return lambda k, rng: [Match(learner_id, opponent, True, branch)] * k
+    return lambda k, rng: Draws((opponent,), np.zeros(k, dtype=np.int64), True, branch)
 
 
 def _pfsp_branch(learner_id, candidates, cfg, view, branch, weighting=None):
@@ -306,23 +364,3 @@ def _league_exploiter_branches(learner_id, cfg: RoleConfig, view: LeagueView) ->
         mains = view.main_learners() or [learner_id]
         return [(1.0 / len(mains), _live(learner_id, m, "vs_main")) for m in mains]
     return [(1.0, _pfsp_branch(learner_id, snapshots, cfg, view, "pfsp"))]
-
-
-def _draw(cdf: np.ndarray, rng: np.random.Generator, n: int) -> list[int]:
-    """``n`` indices drawn from a cumulative (unnormalized) distribution, by inverse CDF."""
-    idx = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
-    return np.minimum(idx, len(cdf) - 1).tolist()
-
-
-def _pfsp_draws(learner_id, candidates, cfg: RoleConfig, view: LeagueView, rng, branch, n: int,
-                weighting=None) -> list[Match]:
-    """``n`` PFSP draws over ``candidates``; the distribution is computed once per view."""
-    weighting = weighting or cfg.pfsp_weighting
-    key = (learner_id, tuple(candidates), weighting, cfg.pfsp_exponent)  # a callable hashes by identity
-    cdf = view.pfsp_cache.get(key)
-    if cdf is None:
-        rates = view.win_rates.win_rates_for(learner_id, candidates)
-        cdf = view.pfsp_cache[key] = np.cumsum(pfsp_probabilities(rates, weighting, cfg.pfsp_exponent))
-    return [Match(learner_id, candidates[i], False, branch) for i in _draw(cdf, rng, n)]
-
-

@@ -152,3 +152,18 @@ def test_batched_alphastar_draws_keep_the_branch_proportions():
 
 def test_capped_and_variance_helpers():
     assert f_var(0.5) == 0.25 and f_linear_capped(0.1) == 0.5
+
+
+@pytest.mark.parametrize("role", [AgentType.MAIN_AGENT, AgentType.MAIN_EXPLOITER, AgentType.LEAGUE_EXPLOITER])
+def test_match_columns_are_the_same_draws_as_match_objects(role):
+    from league.matchmaking import choose_draws, draws_as_columns
+
+    view, table = _league_view()
+    table.record_batch(["mx"] * 20, ["main"] * 20, [0.0] * 20)  # the exploiter's curriculum branch is live
+    learner = {AgentType.MAIN_AGENT: "main", AgentType.MAIN_EXPLOITER: "mx", AgentType.LEAGUE_EXPLOITER: "lx"}[role]
+    cfg = getattr(Config().roles, role.value)
+    matches = choose_matches(learner, role, cfg, view, np.random.default_rng(5), 3000)
+    opponents, live, opponent, branches, branch = draws_as_columns(
+        *choose_draws(learner, role, cfg, view, np.random.default_rng(5), 3000))
+    assert [(m.opponent_id, m.live, m.branch) for m in matches] == [
+        (opponents[o], bool(live[o]), branches[b]) for o, b in zip(opponent.tolist(), branch.tolist())]
