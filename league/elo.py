@@ -52,17 +52,22 @@ class EloTable:
         for s in scores:
             if not (0.0 <= s <= 1.0):
                 raise ValueError(f"Elo score must be in [0, 1], got {s}")
-        moved = set()
+        for x in set(a_ids) | set(b_ids):
+            self.add(x)
+        # The same sequential update, with the lookups hoisted: a coordinator applies thousands a second.
+        ratings, anchors, k = self.ratings, self.anchors, self.k
+        played: dict[str, int] = {}
         for a, b, s in zip(a_ids, b_ids, scores):
-            self.add(a)
-            self.add(b)
-            delta = self.k * (s - expected_score(self.ratings[a], self.ratings[b]))
-            if a not in self.anchors:
-                self.ratings[a] += delta
-                moved.add(a)
-            if b not in self.anchors:
-                self.ratings[b] -= delta
-                moved.add(b)
-            self.games[a] += 1
-            self.games[b] += 1
-        return moved
+            played[a] = played.get(a, 0) + 1
+            played[b] = played.get(b, 0) + 1
+            if a == b:  # a game against oneself moves nothing
+                continue
+            ra, rb = ratings[a], ratings[b]
+            delta = k * (s - 1.0 / (1.0 + 10.0 ** ((rb - ra) / 400.0)))
+            if a not in anchors:
+                ratings[a] = ra + delta
+            if b not in anchors:
+                ratings[b] = rb - delta
+        for x, n in played.items():
+            self.games[x] += n
+        return {x for x in played if x not in anchors}

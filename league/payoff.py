@@ -104,13 +104,18 @@ class PayoffTable:
         if not np.all(np.isfinite(scores)) or np.any((scores < 0) | (scores > 1)):
             bad = scores[~(np.isfinite(scores) & (scores >= 0) & (scores <= 1))][0]
             raise ValueError(f"outcome must be a score in [0, 1], got {bad}")
-        for a, b in zip(a_ids, b_ids):
-            if not isinstance(a, str) or not isinstance(b, str) or not a or not b:
-                raise ValueError(f"agent ids must be non-empty strings, got {a!r} and {b!r}")
-            if a == b:
-                raise ValueError(f"an agent cannot be recorded against itself ({a!r})")
-        ia = np.array([self.add_agent(a) for a in a_ids], dtype=np.int64)
-        ib = np.array([self.add_agent(b) for b in b_ids], dtype=np.int64)
+        # Validate and index each distinct id once (a batch names few agents many times).
+        local: dict = {}
+        la = np.fromiter((local.setdefault(a, len(local)) for a in a_ids), dtype=np.int64, count=len(a_ids))
+        lb = np.fromiter((local.setdefault(b, len(local)) for b in b_ids), dtype=np.int64, count=len(b_ids))
+        for x in local:
+            if not isinstance(x, str) or not x:
+                raise ValueError(f"agent ids must be non-empty strings, got {x!r}")
+        same = np.flatnonzero(la == lb)
+        if len(same):
+            raise ValueError(f"an agent cannot be recorded against itself ({a_ids[int(same[0])]!r})")
+        table = np.array([self.add_agent(x) for x in local], dtype=np.int64)
+        ia, ib = table[la], table[lb]
         draw = scores == 0.5
         win = np.where(draw, 0.0, scores)
         loss = np.where(draw, 0.0, 1.0 - scores)
