@@ -43,6 +43,10 @@ def timed(fn):
     return wrapper
 
 
+# measurement kinds the coordinator shows beside meta-exploitability (GET /status, /nash, metrics)
+QUALITY_KINDS = {"nash_conv": "nash_conv", "probe": "probe_br_return"}
+
+
 class LeagueCoordinatorImpl:
     def __init__(self, cfg: Config):
         self.cfg = cfg
@@ -67,6 +71,7 @@ class LeagueCoordinatorImpl:
         self.metrics = LeagueMetrics()
         self._weighted: set[str] = set()
         self._export_state()
+        self._export_quality()
 
     def _seed_pool(self, paths: list[str]) -> None:
         from policies.snapshot import policy_from_bytes  # validates the file before it enters the pool
@@ -227,7 +232,29 @@ class LeagueCoordinatorImpl:
     async def record_measurement(self, kind: str, value: float, data: dict | None = None) -> bool:
         """A measurement over time (e.g. the exact NashConv of the Nash mixture)."""
         self.store.add_measurement(str(kind), float(value), data or {})
+        self._export_quality()
         return True
+
+    def quality(self) -> dict[str, Any]:
+        """What measures the published Nash beyond the meta-game: the latest exact NashConv
+        (Kuhn, Leduc) and the latest best-response probe (any game), each with its time."""
+        out: dict[str, Any] = {}
+        for key, kind in QUALITY_KINDS.items():
+            m = self.store.latest_measurement(kind)
+            if m is not None:
+                out[key] = m
+        return out
+
+    def _export_quality(self) -> None:
+        q = self.quality()
+        if "nash_conv" in q:
+            self.metrics.set("exact_nash_conv", q["nash_conv"]["value"])
+        if "probe" in q:
+            p = q["probe"]
+            self.metrics.set("probe_br_return", p["value"], bound="mean")
+            low, high = p.get("ci95", (p["value"], p["value"]))
+            self.metrics.set("probe_br_return", low, bound="ci95_low")
+            self.metrics.set("probe_br_return", high, bound="ci95_high")
 
     # -- reading -------------------------------------------------------------------
     @timed
@@ -236,7 +263,11 @@ class LeagueCoordinatorImpl:
         s = self.league.status()
         s["uptime_s"] = time.time() - self.started
         s["game"] = self.cfg.game.name
+        s["quality"] = self.quality()
         return s
+
+    async def nash_quality(self) -> dict[str, Any]:
+        return self.quality()
 
     async def nash(self) -> NashView:
         return self.league.nash_view()

@@ -98,6 +98,13 @@ class League:
                 f"evaluator:{i}", cfg, self.coordinator, seed=cfg.run.seed * 1000 + 900 + i)
             for i in range(cfg.evaluator.count)
         }
+        if cfg.evaluator.probe_every_seconds > 0:
+            from actors.prober import Prober
+
+            # supervised and stopped like an evaluator
+            self.evaluators["prober"] = Prober.options(
+                name="prober", namespace=ns, num_cpus=cfg.evaluator.probe_num_cpus).remote(
+                cfg, self.coordinator, seed=cfg.run.seed * 1000 + 990)
         self.runs: dict[str, Any] = {}
 
     def _start_serve(self, cfg, info) -> None:
@@ -208,7 +215,21 @@ def progress_line(status: dict[str, Any], steps_per_s: float, elapsed: float) ->
     return (f"[{elapsed:7.0f}s] {steps_per_s:9.0f} env steps/s | games {status['games']:.0f} | pool "
             f"{status['pool_size']} (main {by_role['main_agent']}, mx {by_role['main_exploiter']}, "
             f"lx {by_role['league_exploiter']}) | nash H {abs(status['nash_entropy']):.2f} "
-            f"support {status['nash_support']} | {main_txt}")
+            f"support {status['nash_support']} | {quality_text(status)} | {main_txt}")
+
+
+def quality_text(status: dict[str, Any]) -> str:
+    """Meta-exploitability with what measures the mixture in the game beside it: alone it can
+    read 0 for a mixture a best response beats by a wide margin."""
+    q = status.get("quality") or {}
+    parts = [f"meta-expl {status.get('meta_exploitability', 0.0):.3f}"]
+    if "nash_conv" in q:
+        parts.append(f"NashConv {q['nash_conv']['value']:.3f}")
+    if "probe" in q:
+        p = q["probe"]
+        low, high = p.get("ci95", (p["value"], p["value"]))
+        parts.append(f"probe BR +{p['value']:.3f} [{low:.3f}, {high:.3f}]")
+    return " ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -181,6 +181,14 @@ class EvaluatorConfig:
     num_gpus: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)
     scheduling: str = "default"
+    # Approximate exploitability of the published Nash mixture (policies.best_response), measured
+    # by a prober actor every probe_every_seconds (0: never) on probe_num_cpus of the machine:
+    # a PPO best response trained for probe_steps decisions, evaluated on probe_eval_episodes.
+    probe_every_seconds: float = 0.0
+    probe_steps: int = 100_000
+    probe_eval_episodes: int = 20_000
+    probe_num_envs: int = 128
+    probe_num_cpus: float = 0.5
 
 
 @dataclass
@@ -271,6 +279,10 @@ class Config:
             raise ConfigError("rollout.opponent_inference", f"must be inprocess or serve, got {self.rollout.opponent_inference!r}")
         _nonneg("evaluator.count", self.evaluator.count)
         _positive("evaluator.games_per_pair", self.evaluator.games_per_pair)
+        _nonneg("evaluator.probe_every_seconds", self.evaluator.probe_every_seconds)
+        for name in ("probe_steps", "probe_eval_episodes", "probe_num_envs"):
+            _positive(f"evaluator.{name}", getattr(self.evaluator, name))
+        _nonneg("evaluator.probe_num_cpus", self.evaluator.probe_num_cpus)
         if not (0 < self.serve.port < 65536):
             raise ConfigError("serve.port", f"must be a TCP port, got {self.serve.port}")
         for name in ("lru_size", "max_batch_size", "max_ongoing_requests"):

@@ -340,6 +340,11 @@ class LeagueStore:
             db.execute("INSERT INTO measurements (time, kind, value, data) VALUES (?,?,?,?)",
                        (time.time() if when is None else when, kind, float(value), json.dumps(data or {})))
 
+    def latest_measurement(self, kind: str) -> dict[str, Any] | None:
+        rows = self._query("SELECT time, value, data FROM measurements WHERE kind = ? ORDER BY time DESC LIMIT 1",
+                           (kind,))
+        return {"time": rows[0][0], "value": rows[0][1], **json.loads(rows[0][2])} if rows else None
+
     def measurements(self, kind: str) -> list[dict[str, Any]]:
         rows = self._query("SELECT time, value, data FROM measurements WHERE kind = ? ORDER BY time", (kind,))
         return [{"time": t, "value": v, **json.loads(d)} for t, v, d in rows]

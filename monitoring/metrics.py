@@ -33,6 +33,12 @@ class LeagueMetrics:
             "nash_entropy": Gauge("league_nash_entropy", "Entropy of the Nash mixture over the pool (nats)"),
             "meta_exploitability": Gauge("league_meta_exploitability",
                                          "Best pure deviation's gain against the Nash mixture (expected score)"),
+            "exact_nash_conv": Gauge("league_exact_nash_conv",
+                                     "Exact NashConv of the Nash mixture in the game (Kuhn, Leduc), last measured"),
+            "probe_br_return": Gauge("league_probe_br_return",
+                                     "A trained best response's mean return against the Nash mixture (a lower bound "
+                                     "on its exploitability), last probe; bound = mean, ci95_low, ci95_high",
+                                     ("bound",)),
             "nash_weight": Gauge("league_nash_weight", "Nash weight of an agent (agents in or recently in the support)",
                                  ("agent",)),
             "nash_support": Gauge("league_nash_support_size", "Agents with positive Nash weight"),

@@ -77,6 +77,7 @@ class ReportData:
     nash_conv: list[dict[str, Any]]
     counters: dict[str, float]
     exact: dict[str, Any] = field(default_factory=dict)  # NashConv of the latest mixture, or why not
+    probe: list[dict[str, Any]] = field(default_factory=list)  # best-response probes (measurements)
 
     @property
     def latest_nash(self) -> dict[str, Any] | None:
@@ -94,7 +95,7 @@ class ReportData:
         """Latest time seen in the store."""
         times = [a["created_at"] for a in self.agents + self.removed] + [e["time"] for e in self.events]
         times += [n["solved_at"] for n in self.nash] + [r[0] for r in self.elo_history]
-        times += [m["time"] for m in self.nash_conv]
+        times += [m["time"] for m in self.nash_conv] + [m["time"] for m in self.probe]
         return max(times) if times else self.t0()
 
 
@@ -135,6 +136,7 @@ def load(run_dir: str | Path) -> ReportData:
                 events=events,
                 nash_conv=store.measurements("nash_conv"),
                 counters=store.counters(),
+                probe=store.measurements("probe_br_return"),
             )
     except (sqlite3.DatabaseError, ValueError, KeyError) as exc:
         raise ReportError(f"{store.path} could not be read: {exc}") from None
@@ -385,7 +387,15 @@ def fig_exploitability(data: ReportData):
     clock = _Clock(data)
     has = False
     exact = data.exact
-    if data.nash_conv or "nash_conv" in exact:
+    if data.nash_conv or "nash_conv" in exact or data.probe:
+        if data.probe:
+            # a best response's return is at most the exploitability, NashConv / 2: twice it is a
+            # lower bound on NashConv, on the same axis
+            ci = np.array([m.get("ci95", [m["value"], m["value"]]) for m in data.probe], dtype=float)
+            v = np.array([m["value"] for m in data.probe], dtype=float)
+            ax_nc.errorbar(clock([m["time"] for m in data.probe]), 2 * v,
+                           yerr=[2 * (v - ci[:, 0]), 2 * (ci[:, 1] - v)], fmt="s", ms=4, color="#2ca02c",
+                           capsize=3, label="best-response probe: 2 x BR return (lower bound), 95% CI")
         if data.nash_conv:
             ax_nc.plot(clock([m["time"] for m in data.nash_conv]), [m["value"] for m in data.nash_conv],
                        marker=".", color="#9467bd", label="recorded (measurements)")
@@ -397,6 +407,7 @@ def fig_exploitability(data: ReportData):
                           label=f"uniform random: {exact['uniform']:.4f}")
         ax_nc.set_xlim(0, max(float(clock(data.t1())), 1e-3) * 1.03)
         shown = [m["value"] for m in data.nash_conv] + [exact.get("nash_conv") or 0.0, exact.get("uniform") or 0.0]
+        shown += [2 * m.get("ci95", [0, m["value"]])[1] for m in data.probe]
         ax_nc.set_ylim(0, max(max(shown) * 1.25, 1e-3))  # headroom for the legend
         ax_nc.set_xlabel(clock.label)
         ax_nc.set_ylabel("NashConv")
@@ -409,7 +420,7 @@ def fig_exploitability(data: ReportData):
         for t in ax_nc.texts:
             t.set_fontsize(9)
             t.set_wrap(True)
-    ax_nc.set_title(f"Exact NashConv of the Nash mixture ({data.game or 'game unknown'})")
+    ax_nc.set_title(f"NashConv of the Nash mixture ({data.game or 'game unknown'})")
     if data.nash:
         x = clock([row["solved_at"] for row in data.nash])
         meta = [row["meta_exploitability"] for row in data.nash]
@@ -558,7 +569,7 @@ def render_html(data: ReportData, figures: dict[str, tuple[str, bool]]) -> str:
     if nash:
         rows += [("Nash solved", f"{e(_when(nash['solved_at']))} ({nash['solves']} solves, {e(nash['method'])})"),
                  ("Nash entropy", f"{nash['entropy']:.4f} nats"),
-                 ("meta-exploitability", f"{nash['meta_exploitability']:.4g}"),
+                 ("meta-exploitability (inside the pool only)", f"{nash['meta_exploitability']:.4g}"),
                  ("Nash support size", f"<span id='support-size'>{len(nash['support'])}</span>")]
     else:
         rows.append(("Nash", "not solved yet"))
@@ -569,6 +580,12 @@ def render_html(data: ReportData, figures: dict[str, tuple[str, bool]]) -> str:
                      f"{exact['exploitability']:.6f}; {exact['members']} members, {exact['seconds']:.1f} s)"))
     else:
         rows.append(("NashConv (exact)", e(exact.get("skipped", "not computed"))))
+    if data.probe:
+        p = data.probe[-1]
+        low, high = p.get("ci95", [p["value"], p["value"]])
+        rows.append(("best-response probe, latest (lower bound on exploitability)",
+                     f"<span id='probe'>{p['value']:+.4f}</span> [{low:.4f}, {high:.4f}] "
+                     f"({_fmt(p.get('steps', 0))} training steps, {e(_when(p['time']))})"))
     support_rows = "".join(f"<tr><td>{e(a)}</td><td>{w:.4f}</td></tr>" for a, w in (nash or {}).get("support", {}).items())
     learner_rows = "".join(
         "<tr>" + "".join(f"<td>{e(_fmt(l[k]))}</td>" for k in ("learner_id", "role", "version", "step", "snapshots",

@@ -122,7 +122,10 @@ class LeagueAPI:
     @app.get("/nash")
     async def nash(self, request: Request):
         n = await self.coordinator.nash.remote()
-        return self._reply(request, {**n.to_dict(), "game": self.game})
+        quality = await self.coordinator.nash_quality.remote()
+        # meta-exploitability is measured inside the pool only: the exact NashConv and the
+        # best-response probe say how exploitable the mixture is in the game itself
+        return self._reply(request, {**n.to_dict(), "quality": quality, "game": self.game})
 
     @app.get("/pool")
     async def pool(self, request: Request):

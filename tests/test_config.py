@@ -94,3 +94,23 @@ def test_cluster_options_parse():
     assert cfg.ray.storage_resource == "league_storage"
     assert cfg.serve.autoscaling["max_replicas"] == 4
     assert cfg.serve.proxy_location == "HeadOnly"  # the HTTP API is reached on the head only by default
+
+
+@pytest.mark.parametrize("override, key", [
+    ("evaluator.probe_every_seconds=-1", "evaluator.probe_every_seconds"),
+    ("evaluator.probe_steps=0", "evaluator.probe_steps"),
+    ("evaluator.probe_eval_episodes=0", "evaluator.probe_eval_episodes"),
+])
+def test_bad_probe_settings_name_their_key(override, key):
+    with pytest.raises(ConfigError) as err:
+        load_config("configs/smoke.yaml", [override])
+    assert err.value.key == key
+
+
+def test_the_progress_line_shows_probe_and_nash_conv_beside_meta_exploitability():
+    from actors.launch import quality_text
+
+    assert quality_text({"meta_exploitability": 0.0}) == "meta-expl 0.000"
+    status = {"meta_exploitability": 0.0, "quality": {"nash_conv": {"value": 2.73},
+                                                       "probe": {"value": 0.8, "ci95": [0.71, 0.89]}}}
+    assert quality_text(status) == "meta-expl 0.000 NashConv 2.730 probe BR +0.800 [0.710, 0.890]"

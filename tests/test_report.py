@@ -75,10 +75,16 @@ def league_run(tmp_path_factory):
     support = league.nash.support()
     assert len(support) >= 2, support  # the fixture is meant to hold a mixed Nash
     expected_nash_conv = nash_conv_of_mixture(GAME, [models[a] for a in support], list(support.values()))["nash_conv"]
+    # a real (small) best-response probe of the final mixture, recorded as the prober records it
+    from policies.best_response import ProbeConfig, probe
+
+    probed = probe(GAME, [models[a] for a in support], list(support.values()),
+                   ProbeConfig(steps=4000, eval_episodes=2000, num_envs=64))
+    store.add_measurement("probe_br_return", probed["br_return"], {"ci95": probed["ci95"], "steps": probed["steps"]})
     store.close()
     out = report.build_report(run)
     return {"run": run, "html": out.read_text(encoding="utf-8"), "league": league,
-            "nash_conv": expected_nash_conv}
+            "nash_conv": expected_nash_conv, "probe": probed}
 
 
 def _images(html: str) -> dict[str, tuple[np.ndarray, bool]]:
@@ -191,3 +197,12 @@ def test_cli_corrupt_store_exits_2_with_one_line(tmp_path, capsys):
     assert report.main(["--storage", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not a readable nash-league store" in err[0]
+
+
+def test_report_shows_the_latest_probe_beside_meta_exploitability(league_run):
+    html_text, probed = league_run["html"], league_run["probe"]
+    shown = re.search(r"<span id='probe'>([^<]+)</span> \[([^,]+), ([^\]]+)\]", html_text)
+    assert shown, "the summary has a probe row"
+    assert float(shown.group(1)) == pytest.approx(probed["br_return"], abs=5e-5)
+    assert [float(shown.group(2)), float(shown.group(3))] == pytest.approx(probed["ci95"], abs=5e-5)
+    assert "meta-exploitability (inside the pool only)" in html_text

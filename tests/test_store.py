@@ -107,3 +107,12 @@ def test_sigkill_mid_write_loses_nothing_committed(tmp_path):
             assert {f"x-v{i}" for i in acked if i % 7 == 0} <= {a.agent_id for a in s.agents()}
             start = last + 1000
     assert len(acked) > 20
+
+
+def test_latest_measurement_is_the_newest_of_its_kind(tmp_path):
+    with LeagueStore(tmp_path) as store:
+        assert store.latest_measurement("probe_br_return") is None
+        store.add_measurement("probe_br_return", 0.5, {"ci95": [0.4, 0.6]}, when=10.0)
+        store.add_measurement("probe_br_return", 0.8, {"ci95": [0.7, 0.9]}, when=20.0)
+        store.add_measurement("nash_conv", 2.7, when=30.0)
+        assert store.latest_measurement("probe_br_return") == {"time": 20.0, "value": 0.8, "ci95": [0.7, 0.9]}
