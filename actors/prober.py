@@ -6,9 +6,9 @@ Every ``evaluator.probe_every_seconds`` this actor takes the current Nash
 mixture, trains a fresh PPO best response against it
 (``policies.best_response.probe``, ``evaluator.probe_steps`` decisions) and
 records its mean return with a 95% confidence interval as the measurement
-``probe_br_return``: a lower bound on the mixture's exploitability. It runs on
-``evaluator.probe_num_cpus`` of the machine, so the rest of the league keeps
-its budget.
+``probe_br_return``: a lower bound on the mixture's exploitability. Ray
+reserves ``evaluator.probe_num_cpus`` for it. While it probes it uses one core,
+so its share of the machine is a probe's duration over ``probe_every_seconds``.
 """
 
 from __future__ import annotations
