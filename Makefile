@@ -11,7 +11,7 @@ export RAY_SERVE_THROUGHPUT_OPTIMIZED ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup run test test-fast bench monitor monitor-info prometheus clean
+.PHONY: setup run test test-fast bench monitor monitor-info prometheus browser clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ setup: $(STAMP)
 run: setup
 	$(PY) -m actors.launch $(ARGS)
 
-test: setup prometheus
+test: setup prometheus browser
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: setup
@@ -35,6 +35,11 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 prometheus:
 	@command -v prometheus >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus; }
+
+# Debian's headless Chromium and its WebDriver (the league page test drives them with Selenium).
+browser:
+	@{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
 
 # Prometheus on 127.0.0.1:$(PROMETHEUS_PORT) scraping the league that `make run` (or a `ray job submit`
 # on this head node) runs: it finds it through the file the launcher keeps current (monitoring/prometheus/README.md).

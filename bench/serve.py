@@ -7,7 +7,9 @@
    Serve deployment and with opponents in the worker's process.
 2. Opponent inference observations/s at several batch sizes: one Serve call
    per vector (32 calls in flight) vs the same policy in-process.
-3. ``POST /nash/act`` latency p50/p99 under concurrent HTTP clients.
+3. ``POST /nash/act`` latency p50/p99, one client and 8 concurrent clients, while the league
+   trains ("loaded") and with its games paused ("quiet"), with the replica's own share of each
+   request and the coordinator's round trip (``--latency-only`` runs just this part).
 
 Ends with one JSON line; ``rollout_ratio_served_to_inprocess`` is the headline.
 """
@@ -124,14 +126,70 @@ def inference_rates(obs_size: int, num_actions: int, seed_path: str, batch_sizes
     return out
 
 
-def api_latency(port: int, storage: Path, seeds: list[str], game: str, clients: int = 8, per_client: int = 40) -> dict:
+def latency_run(url: str, obs_size: int, clients: int, per_client: int, rows: int = 1) -> dict:
+    """``POST /nash/act`` latency with ``clients`` concurrent clients, each sending ``per_client``
+    requests of ``rows`` observations one after another; plus the replica's own share of each
+    request (its ``Server-Timing`` header), so proxy + transport = total - app."""
+    import requests
+
+    body = {"observations": np.zeros((rows, obs_size)).tolist()}
+    latencies: list[float] = []
+    parts: dict[str, list[float]] = {}
+    lock = threading.Lock()
+
+    def client(i):
+        s = requests.Session()
+        s.post(f"{url}/nash/act", json=body, timeout=30).raise_for_status()  # connection and model warm
+        for j in range(per_client):
+            t = time.perf_counter()
+            r = s.post(f"{url}/nash/act", json={**body, "seed": i * 1000 + j}, timeout=30)
+            elapsed = time.perf_counter() - t
+            r.raise_for_status()
+            timing = {k: float(v) for k, v in (p.strip().replace("dur=", "").split(";")
+                                               for p in r.headers.get("Server-Timing", "").split(",") if ";" in p)}
+            with lock:
+                latencies.append(elapsed)
+                for k, v in timing.items():
+                    parts.setdefault(k, []).append(v)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    q = statistics.quantiles(latencies, n=100)
+    out = {"clients": clients, "rows": rows, "requests": len(latencies), "p50_ms": q[49] * 1000,
+           "p99_ms": q[98] * 1000}
+    out.update({f"replica_{k}_p50_ms": statistics.median(v) for k, v in parts.items()})
+    if "app" in parts:
+        out["proxy_and_transport_p50_ms"] = out["p50_ms"] - out["replica_app_p50_ms"]
+    return out
+
+
+def coordinator_round_trip_ms(coordinator, n: int = 50) -> float:
+    """Median round trip of the coordinator's ``nash()`` call, the one /nash/act made on every request."""
+    import ray
+
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        ray.get(coordinator.nash.remote())
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1000
+
+
+def api_latency(port: int, storage: Path, seeds: list[str], game: str, clients: int = 8, per_client: int = 50) -> dict:
+    """Latency of ``POST /nash/act`` while the league trains (loaded), then with its games paused (quiet)."""
+    import ray
     import requests
 
     from actors.launch import League, load
+    from envs import game_info
 
+    obs_size = game_info(game).obs_size
     cfg, info = load(["--config", "configs/smoke.yaml", f"game.name={game}", f"run.storage={storage}",
                       "roles.main_exploiter.count=0", "roles.league_exploiter.count=0", "evaluator.count=1",
-                      f"serve.port={port}", f"league.seed_snapshots={json.dumps(seeds)}"])
+                      "run.max_minutes=30", f"serve.port={port}", f"league.seed_snapshots={json.dumps(seeds)}"])
     league = League(cfg, info)
     try:
         league.supervise()
@@ -139,26 +197,27 @@ def api_latency(port: int, storage: Path, seeds: list[str], game: str, clients: 
         deadline = time.time() + 120
         while time.time() < deadline and not requests.get(f"{url}/nash", timeout=10).json()["agents"]:
             time.sleep(1)
-        body = {"observations": np.zeros((16, info.obs_size)).tolist()}
-        latencies: list[float] = []
-        lock = threading.Lock()
-
-        def client(i):
-            s = requests.Session()
-            for j in range(per_client):
-                t = time.perf_counter()
-                r = s.post(f"{url}/nash/act", json={**body, "seed": i * 1000 + j}, timeout=30)
-                r.raise_for_status()
-                with lock:
-                    latencies.append(time.perf_counter() - t)
-
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        q = statistics.quantiles(latencies, n=100)
-        return {"clients": clients, "requests": len(latencies), "p50_ms": q[49] * 1000, "p99_ms": q[98] * 1000}
+        time.sleep(5)  # the learner and workers up to speed
+        out = {}
+        for phase in ("loaded", "quiet"):
+            if phase == "quiet":  # stop the games; the coordinator and Serve stay up
+                for actor in [*league.workers.values(), *league.evaluators.values()]:
+                    actor.stop.remote()
+                ray.get(list(league.runs.values()), timeout=120)
+                time.sleep(3)
+            out[phase] = {
+                "one_client": latency_run(url, obs_size, 1, 200),
+                f"{clients}_clients": latency_run(url, obs_size, clients, per_client),
+                f"{clients}_clients_16_rows": latency_run(url, obs_size, clients, per_client // 2, rows=16),
+                "coordinator_nash_round_trip_ms": coordinator_round_trip_ms(league.coordinator),
+            }
+            for name, r in out[phase].items():
+                if isinstance(r, dict):
+                    print(f"/nash/act {phase:6s} {name:18s}: p50 {r['p50_ms']:6.1f} ms, p99 {r['p99_ms']:6.1f} ms "
+                          f"(replica p50 {r.get('replica_app_p50_ms', float('nan')):.2f} ms)", flush=True)
+            print(f"coordinator nash() round trip ({phase}): {out[phase]['coordinator_nash_round_trip_ms']:.1f} ms",
+                  flush=True)
+        return out
     finally:
         league.stop()
         league.kill()
@@ -172,6 +231,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="rollout runs per mode (the median is reported)")
     parser.add_argument("--port", type=int, default=8011)
     parser.add_argument("--rollout-only", action="store_true", help="measure only the rollout ratio")
+    parser.add_argument("--latency-only", action="store_true", help="measure only the /nash/act latency")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="config override for both rollout runs (e.g. rollout.lanes=3)")
     args = parser.parse_args(argv)
@@ -186,6 +246,9 @@ def main(argv=None) -> int:
             tmp = Path(tmp)
             seeds = seeded_pool(tmp, 8, info.obs_size, info.num_actions)
             runs: dict[str, list[float]] = {"inprocess": [], "serve": []}
+            if args.latency_only:
+                latency = api_latency(args.port, tmp / "api", seeds, args.game)
+                return report(args, {}, {}, latency)
             for r in range(args.repeats):  # alternate, so slow drifts of the machine hit both modes alike
                 for mode in runs:
                     runs[mode].append(rollout_rate(mode, args.seconds, tmp / f"{mode}{r}", seeds, args.game, args.envs,
@@ -200,8 +263,6 @@ def main(argv=None) -> int:
                 print(f"inference batch {n:>5}: served {r['served_obs_per_s']:>10,.0f} obs/s, "
                       f"in-process {r['inprocess_obs_per_s']:>12,.0f} obs/s", flush=True)
             latency = api_latency(args.port, tmp / "api", seeds, args.game)
-            print(f"/nash/act: p50 {latency['p50_ms']:.1f} ms, p99 {latency['p99_ms']:.1f} ms "
-                  f"({latency['clients']} concurrent clients)", flush=True)
     finally:
         ray.shutdown()
     return report(args, rates, inference, latency)
@@ -211,7 +272,7 @@ def report(args, rates: dict, inference: dict, latency: dict) -> int:
     print(json.dumps({"bench": "serve", "game": args.game, "envs_per_worker": args.envs, "overrides": args.set,
                       "repeats": args.repeats, "rollout_env_steps_per_s": rates, "inference": inference,
                       "nash_act_latency": latency,
-                      "rollout_ratio_served_to_inprocess": rates["serve"] / rates["inprocess"]}))
+                      "rollout_ratio_served_to_inprocess": rates["serve"] / rates["inprocess"] if rates else None}))
     return 0
 
 

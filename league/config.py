@@ -208,6 +208,8 @@ class ServeConfig:
     autoscaling: dict[str, Any] | None = None
     # where Serve runs HTTP proxies: HeadOnly (the API is reached on the head), EveryNode, Disabled
     proxy_location: str = "HeadOnly"
+    play_sessions: int = 256  # games against the Nash a replica keeps at once (GET / and /play)
+    play_ttl_s: float = 600.0  # a play game idle this long is forgotten
 
 
 AUTOSCALING_KEYS = ("min_replicas", "max_replicas", "target_ongoing_requests", "initial_replicas",
@@ -285,7 +287,7 @@ class Config:
         _nonneg("evaluator.probe_num_cpus", self.evaluator.probe_num_cpus)
         if not (0 < self.serve.port < 65536):
             raise ConfigError("serve.port", f"must be a TCP port, got {self.serve.port}")
-        for name in ("lru_size", "max_batch_size", "max_ongoing_requests"):
+        for name in ("lru_size", "max_batch_size", "max_ongoing_requests", "play_sessions", "play_ttl_s"):
             _positive(f"serve.{name}", getattr(self.serve, name))
         _nonneg("serve.batch_wait_timeout_s", self.serve.batch_wait_timeout_s)
         _nonneg("serve.num_cpus", self.serve.num_cpus)

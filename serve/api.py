@@ -7,6 +7,9 @@
     POST /nash/act     observations (+ legal masks) -> actions from the Nash policy
     GET  /pool         every agent of the pool
     GET  /payoff       the win-rate (expected score) matrix over the pool, ids in order
+    GET  /             the league page: mixture, payoff heatmap, games/s, pool, and play against the Nash
+    POST /play         start a game against the Nash policy ({"seat": 0 or 1}); GET /play/{id} its state;
+                       POST /play/{id}/move {"action": a}; DELETE /play/{id}
 
 Requests and responses are JSON; a request with ``Content-Type:
 application/msgpack`` is read as msgpack, and the response is msgpack when
@@ -16,9 +19,13 @@ with ``{"error": "..."}``; the API and the league keep running.
 
 # No `from __future__ import annotations`: FastAPI reads the endpoint annotations at runtime.
 
+import asyncio
 import hashlib
 import logging
+import secrets
 import time
+from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,13 +37,20 @@ from fastapi.responses import Response
 from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from league.messages import NashView
 from policies.snapshot import policy_from_bytes
 from serve.codec import (MAX_BODY_BYTES, MSGPACK, BadRequest, decode_body, encode_json, encode_msgpack,
                          parse_act_request, safe_text)
+from serve.play import PlayError, PlayTable, playable
 
 log = logging.getLogger(__name__)
 
 APP_NAME = "api"
+PAGE = (Path(__file__).with_name("page.html")).read_text(encoding="utf-8")
+# /nash/act and /play read the mixture from a copy the replica refreshes in the background this often,
+# instead of a coordinator round trip per request (docs/serve.md, "Latency").
+NASH_REFRESH_S = 0.5
+MODEL_CACHE = 512
 
 __all__ = ["APP_NAME", "BadRequest", "LeagueAPI", "deploy_api", "member_for_episode", "parse_act_request"]
 
@@ -71,15 +85,22 @@ async def _validation_error(request, exc):
 @serve.deployment(name="LeagueAPI")
 @serve.ingress(app)
 class LeagueAPI:
-    def __init__(self, coordinator_name: str, namespace: str, game: str, obs_size: int, num_actions: int):
+    def __init__(self, coordinator_name: str, namespace: str, game: str, obs_size: int, num_actions: int,
+                 game_params: dict | None = None, play_sessions: int = 256, play_ttl_s: float = 600.0):
         torch.set_num_threads(1)
         self.coordinator = ray.get_actor(coordinator_name, namespace=namespace)
         self.game = {"name": game, "obs_size": obs_size, "num_actions": num_actions}
-        self.models: dict[str, Any] = {}
-        self._last = (time.time(), None)
+        self.models: OrderedDict[str, Any] = OrderedDict()
+        self.table = PlayTable(game, game_params, play_sessions, play_ttl_s) if playable(game) else None
+        self._nash: NashView | None = None
+        self._nash_task: asyncio.Task | None = None
 
     # -- plumbing -----------------------------------------------------------
     async def _body(self, request: Request) -> Any:
+        return decode_body(await self._raw(request), request.headers.get("content-type"))
+
+    @staticmethod
+    async def _raw(request: Request) -> bytes:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             raise BadRequest(f"body larger than {MAX_BODY_BYTES} bytes", 413)
@@ -89,7 +110,7 @@ class LeagueAPI:
             size += len(chunk)
             if size > MAX_BODY_BYTES:
                 raise BadRequest(f"body larger than {MAX_BODY_BYTES} bytes", 413)
-        return decode_body(b"".join(chunks), request.headers.get("content-type"))
+        return b"".join(chunks)
 
     @staticmethod
     def _reply(request: Request, payload: Any, status: int = 200) -> Response:
@@ -98,13 +119,36 @@ class LeagueAPI:
         return Response(encode_json(payload), status_code=status, media_type="application/json")
 
     async def _model(self, agent_id: str):
-        if agent_id not in self.models:
-            self.models[agent_id] = policy_from_bytes(await self.coordinator.get_snapshot.remote(agent_id))
-            if len(self.models) > 512:
-                self.models.pop(next(iter(self.models)))
-        return self.models[agent_id]
+        model = self.models.get(agent_id)
+        if model is None:
+            model = policy_from_bytes(await self.coordinator.get_snapshot.remote(agent_id))
+            self.models[agent_id] = model
+            while len(self.models) > MODEL_CACHE:
+                self.models.popitem(last=False)
+        self.models.move_to_end(agent_id)
+        return model
+
+    async def _refresh_nash(self) -> None:
+        while True:
+            try:
+                self._nash = await self.coordinator.nash.remote()
+            except Exception as exc:  # a restarting coordinator: keep serving the last mixture
+                log.warning("Nash refresh failed: %s", exc)
+            await asyncio.sleep(NASH_REFRESH_S)
+
+    async def _current_nash(self) -> NashView:
+        """The mixture as of at most ~NASH_REFRESH_S ago, kept current by one background task."""
+        if self._nash_task is None or self._nash_task.done():
+            self._nash_task = asyncio.get_running_loop().create_task(self._refresh_nash())
+        if self._nash is None:
+            self._nash = await self.coordinator.nash.remote()
+        return self._nash
 
     # -- endpoints -------------------------------------------------------------
+    @app.get("/", include_in_schema=False)
+    async def page(self):
+        return Response(PAGE, media_type="text/html; charset=utf-8", headers={"Cache-Control": "no-cache"})
+
     @app.get("/healthz")
     async def healthz(self, request: Request):
         await self.coordinator.ping.remote()
@@ -113,10 +157,7 @@ class LeagueAPI:
     @app.get("/status")
     async def status(self, request: Request):
         s = await self.coordinator.status.remote()
-        now = time.time()
-        then, steps = self._last
-        s["env_steps_per_s"] = None if steps is None else (s["env_steps"] - steps) / max(now - then, 1e-9)
-        self._last = (now, s["env_steps"])
+        s["time"] = time.time()  # clients derive rates (games/s, env steps/s) from two readings
         return self._reply(request, s)
 
     @app.get("/nash")
@@ -125,7 +166,8 @@ class LeagueAPI:
         quality = await self.coordinator.nash_quality.remote()
         # meta-exploitability is measured inside the pool only: the exact NashConv and the
         # best-response probe say how exploitable the mixture is in the game itself
-        return self._reply(request, {**n.to_dict(), "quality": quality, "game": self.game})
+        return self._reply(request, {**n.to_dict(), "quality": quality,
+                                     "game": {**self.game, "playable": self.table is not None}})
 
     @app.get("/pool")
     async def pool(self, request: Request):
@@ -137,13 +179,16 @@ class LeagueAPI:
 
     @app.post("/nash/act")
     async def act(self, request: Request):
+        t0 = time.perf_counter()
         try:
             req = parse_act_request(await self._body(request), self.game["obs_size"], self.game["num_actions"])
         except BadRequest as exc:
             return _error(exc.status, str(exc))
-        n = await self.coordinator.nash.remote()
+        t1 = time.perf_counter()
+        n = await self._current_nash()
         if not n.members:
             return _error(409, "the league has no Nash mixture yet")
+        t2 = time.perf_counter()
         ids, weights = n.ids, n.weights
         seed = req.seed
         rng = np.random.default_rng(seed)
@@ -160,15 +205,77 @@ class LeagueAPI:
                 model = await self._model(ids[m])
             except Exception:
                 return _error(503, f"Nash member {ids[m]} is not available; retry")
-            with torch.inference_mode():
-                actions[rows] = model.act(req.obs[rows], req.mask[rows], generator=rng,
-                                          deterministic=req.deterministic)[0]
-        return self._reply(request, {"actions": actions.tolist(), "members": [ids[m] for m in members.tolist()],
-                                     "pool_version": n.pool_version, "solved_at": n.solved_at})
+            actions[rows] = model.act(req.obs[rows], req.mask[rows], generator=rng,
+                                      deterministic=req.deterministic)[0]
+        response = self._reply(request, {"actions": actions.tolist(), "members": [ids[m] for m in members.tolist()],
+                                         "pool_version": n.pool_version, "solved_at": n.solved_at})
+        t3 = time.perf_counter()
+        # where a request's time goes inside the replica (bench.serve reads it; browsers show it)
+        response.headers["Server-Timing"] = (f"parse;dur={(t1 - t0) * 1e3:.3f}, nash;dur={(t2 - t1) * 1e3:.3f}, "
+                                             f"act;dur={(t3 - t2) * 1e3:.3f}, app;dur={(t3 - t0) * 1e3:.3f}")
+        return response
+
+    # -- play against the Nash ------------------------------------------------------
+    def _table(self) -> PlayTable:
+        if self.table is None:
+            raise PlayError(f"{self.game['name']} cannot be played here (only sequential OpenSpiel games)", 404)
+        return self.table
+
+    async def _play(self, request: Request, fn, *args, status: int = 200) -> Response:
+        try:
+            return self._reply(request, fn(*args), status)
+        except PlayError as exc:
+            return _error(exc.status, str(exc))
+
+    @app.post("/play")
+    async def play_start(self, request: Request):
+        try:
+            table = self._table()
+            raw = await self._raw(request)
+            body = decode_body(raw, request.headers.get("content-type")) if raw else {}
+            if not isinstance(body, dict) or set(body) - {"seat"}:
+                raise BadRequest("the body must be an object with at most a 'seat' field (0 or 1)", 422)
+            n = await self._current_nash()
+            if not n.members:
+                raise PlayError("the league has no Nash mixture yet", 409)
+            ids, weights = n.ids, n.weights
+            seed = secrets.randbits(64)
+            # one member plays the whole game, drawn as /nash/act draws a member for an episode
+            agent_id = ids[member_for_episode(seed, seed, n.pool_version, weights)]
+            try:
+                model = await self._model(agent_id)
+            except Exception:
+                raise PlayError(f"Nash member {agent_id} is not available; retry", 503) from None
+        except (BadRequest, PlayError) as exc:
+            return _error(exc.status, str(exc))
+
+        def agent(obs, mask, rng):
+            return int(model.act(obs, mask, generator=rng)[0][0])
+
+        return await self._play(request, table.start, agent_id, agent, body.get("seat", 0), seed, status=201)
+
+    @app.get("/play/{sid}")
+    async def play_view(self, request: Request, sid: str):
+        return await self._play(request, lambda: self._table().view(sid))
+
+    @app.post("/play/{sid}/move")
+    async def play_move(self, request: Request, sid: str):
+        try:
+            body = await self._body(request)
+        except BadRequest as exc:
+            return _error(exc.status, str(exc))
+        if not isinstance(body, dict) or set(body) != {"action"}:
+            return _error(422, "the body must be {\"action\": <an action id from legal_actions>}")
+        return await self._play(request, lambda: self._table().move(sid, body["action"]))
+
+    @app.delete("/play/{sid}")
+    async def play_end(self, request: Request, sid: str):
+        return await self._play(request, lambda: (self._table().end(sid), {"ended": sid})[1])
 
 
 def deploy_api(cfg, obs_size: int, num_actions: int) -> None:
     app_ = LeagueAPI.options(ray_actor_options={"num_cpus": cfg.serve.num_cpus}, max_ongoing_requests=64,
                              graceful_shutdown_timeout_s=5, graceful_shutdown_wait_loop_s=0.5).bind(
-        cfg.ray.coordinator_name, cfg.ray.namespace, cfg.game.name, obs_size, num_actions)
+        cfg.ray.coordinator_name, cfg.ray.namespace, cfg.game.name, obs_size, num_actions, cfg.game.params,
+        cfg.serve.play_sessions, cfg.serve.play_ttl_s)
     serve.run(app_, name=APP_NAME, route_prefix="/")

@@ -81,7 +81,7 @@ def test_endpoints_report_the_league(league):
     assert status["games"] > 0 and status["pool_size"] == sum(status["pool_by_role"].values())
     assert set(status["learners"]) == {"main_agent-0"}
     nash = requests.get(f"{URL}/nash", timeout=10).json()
-    assert nash["game"] == {"name": "biased_rps", "obs_size": 2, "num_actions": 3}
+    assert nash["game"] == {"name": "biased_rps", "obs_size": 2, "num_actions": 3, "playable": False}
     assert abs(sum(a["weight"] for a in nash["agents"]) - 1) < 1e-9
     weights = np.array([a["weight"] for a in nash["agents"]])
     assert nash["entropy"] == pytest.approx(float(-(weights * np.log(weights)).sum()), abs=1e-9)
