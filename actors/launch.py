@@ -122,8 +122,8 @@ class League:
         if cfg.serve.api:
             deploy_api(cfg, info.obs_size, info.num_actions)
             self.apps.append(API_APP)
-            print(f"nash-league: HTTP API on http://{cfg.serve.host}:{cfg.serve.port} (GET /nash, POST /nash/act, "
-                  "/status, /pool, /payoff; schema at /docs)", flush=True)
+            print(f"nash-league: league page and HTTP API on http://{cfg.serve.host}:{cfg.serve.port}/ (GET /nash, "
+                  "POST /nash/act, /status, /pool, /payoff, /play; schema at /docs)", flush=True)
 
     def supervise(self) -> None:
         """(Re)start the run loop of every worker and evaluator whose loop is not running."""
