@@ -11,36 +11,38 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
-from typing import Any
 
 import numpy as np
 import ray
 import torch
 
 from envs import make_game
-from envs.base import NO_ACTION, score_from_returns, utility_range
+from envs.base import utility_range
 from league.config import Config
-from league.messages import ExactScores, NashView, ResultBatch
-from policies.snapshot import policy_from_bytes
+from league.messages import ExactScores, NashView, Result, ResultBatch
+from league.seeds import generator, seed_int
+from policies.exploitability import exact_nash_conv, profile_value, seat_profile
+from policies.rollout import TwoSeatPlay
+from policies.snapshot import SnapshotCache
 
 log = logging.getLogger(__name__)
 
-EXACT_OPENSPIEL = ("kuhn_poker", "leduc_poker")
-
 
 class EvaluatorImpl:
-    def __init__(self, evaluator_id: str, cfg: Config, coordinator, seed: int = 0):
+    def __init__(self, evaluator_id: str, cfg: Config, coordinator, index: int = 0):
         torch.set_num_threads(1)
         self.evaluator_id = evaluator_id
         self.cfg = cfg
         self.coordinator = coordinator
-        self.rng = np.random.default_rng(seed)
-        self.game = make_game(cfg.game.name, max(2, cfg.evaluator.games_per_pair), seed=seed, **cfg.game.params)
+        self.rng = generator(cfg.run.seed, "evaluator", evaluator_id)
+        self.game = make_game(cfg.game.name, max(2, cfg.evaluator.games_per_pair),
+                              seed=seed_int(cfg.run.seed, "evaluator", evaluator_id, "game"), **cfg.game.params)
         self.lo, self.hi = utility_range(self.game)
-        self.exact = cfg.evaluator.exact and (hasattr(self.game, "payoff") or cfg.game.name in EXACT_OPENSPIEL)
-        self.models: OrderedDict[str, Any] = OrderedDict()
-        self.reach: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()  # agent -> per-seat reach vectors
+        self.exact = cfg.evaluator.exact and self.game.supports_exact
+        # the one evaluator the config names measures the Nash mixture's exploitability
+        self.measures_exploitability = self.game.supports_exact and cfg.evaluator.exploitability == index
+        self.cache = SnapshotCache(cfg.snapshots.cache_size,
+                                   lambda agent_id: ray.get(self.coordinator.get_snapshot.remote(agent_id)))
         self._stop = threading.Event()
         self.seq = int(time.time() * 1000) * 1000
         self.evaluated = 0
@@ -48,37 +50,27 @@ class EvaluatorImpl:
     def stop(self) -> None:
         self._stop.set()
 
-    def _model(self, agent_id: str):
-        if agent_id not in self.models:
-            self.models[agent_id] = policy_from_bytes(ray.get(self.coordinator.get_snapshot.remote(agent_id)))
-            if len(self.models) > 256:
-                self.models.popitem(last=False)
-        return self.models[agent_id]
-
     def measure_exploitability(self) -> float | None:
-        """Exact NashConv of the current Nash mixture (Kuhn, Leduc), recorded over time."""
-        from policies.exploitability import nash_conv_of_mixture
-
+        """Exact NashConv of the current Nash mixture, recorded over time."""
         nash: NashView = ray.get(self.coordinator.nash.remote())
         if not nash.members:
             return None
         ids = nash.ids
-        result = nash_conv_of_mixture(self.cfg.game.name, [self._model(a) for a in ids], nash.weights)
+        result = exact_nash_conv(self.game, [self.cache.get(a) for a in ids], nash.weights)
         ray.get(self.coordinator.record_measurement.remote(
             "nash_conv", result["nash_conv"], {"pool_version": nash.pool_version, "support": len(ids)}))
         return result["nash_conv"]
 
     def run(self) -> int:
-        measure = self.cfg.game.name in EXACT_OPENSPIEL and self.evaluator_id.endswith(":0")
         last_measure = 0.0
         while not self._stop.is_set():
-            if measure and time.time() - last_measure >= self.cfg.run.exploitability_every_seconds:
+            if self.measures_exploitability and time.time() - last_measure >= self.cfg.run.exploitability_every_seconds:
                 last_measure = time.time()
                 try:
                     self.measure_exploitability()
                 except (KeyError, ray.exceptions.RayTaskError) as exc:
                     log.info("%s: exploitability skipped (%s)", self.evaluator_id, exc)
-            # exact pairs cost a dot product each once an agent's reach vectors are known, and
+            # exact pairs cost a dot product each once an agent's profiles are known, and
             # are measured once (snapshots are frozen)
             pairs = ray.get(self.coordinator.evaluation_pairs.remote(256 if self.exact else 2, self.exact))
             if not pairs:
@@ -114,66 +106,42 @@ class EvaluatorImpl:
                 log.warning("%s: pair %s/%s has no finite score; skipped", self.evaluator_id, a, b)
         return out
 
+    def _profile(self, agent_id: str, seat: int) -> np.ndarray:
+        """The agent's exact profile in a seat, kept with its cached snapshot (snapshots are frozen)."""
+        return self.cache.derived(agent_id, f"profile{seat}", lambda model: seat_profile(self.game, model, seat))
+
     def exact_score(self, a: str, b: str) -> float:
         """a's expected score against b, averaged over both seats."""
-        ma, mb = self._model(a), self._model(b)
-        if hasattr(self.game, "payoff"):
-            pa = ma.probs(*self.game.observe(0, np.arange(1)))[0][: self.game.payoff.shape[0]]
-            pb = mb.probs(*self.game.observe(1, np.arange(1)))[0][: self.game.payoff.shape[1]]
-            pa1 = ma.probs(*self.game.observe(1, np.arange(1)))[0][: self.game.payoff.shape[1]]
-            pb0 = mb.probs(*self.game.observe(0, np.arange(1)))[0][: self.game.payoff.shape[0]]
-            r_ab, r_ba = float(pa @ self.game.payoff @ pb), float(pb0 @ self.game.payoff @ pa1)
-            seat0, seat1 = r_ab, -r_ba
-        else:
-            from policies.exploitability import returns_from_reach
-
-            (a0, a1), (b0, b1) = self._reach(a, ma), self._reach(b, mb)
-            seat0 = float(returns_from_reach(self.cfg.game.name, a0, b1))  # a in seat 0
-            seat1 = -float(returns_from_reach(self.cfg.game.name, b0, a1))  # a in seat 1 (zero-sum)
+        seat0 = profile_value(self.game, self._profile(a, 0), self._profile(b, 1))  # a in seat 0
+        seat1 = -profile_value(self.game, self._profile(b, 0), self._profile(a, 1))  # a in seat 1 (zero-sum)
         norm = lambda r: (r - self.lo) / (self.hi - self.lo)  # noqa: E731
         return 0.5 * (norm(seat0) + norm(seat1))
 
-    def _reach(self, agent_id: str, model) -> tuple[np.ndarray, np.ndarray]:
-        """Reach of every terminal history from the agent's own decisions, per seat (cached:
-        snapshots are frozen)."""
-        from policies.exploitability import reach_vector
-
-        r = self.reach.get(agent_id)
-        if r is None:
-            r = self.reach[agent_id] = (reach_vector(self.cfg.game.name, model, 0),
-                                        reach_vector(self.cfg.game.name, model, 1))
-            if len(self.reach) > 1024:
-                self.reach.popitem(last=False)
-        return r
-
-    def sampled_results(self, a: str, b: str) -> list[tuple[str, str, float]]:
+    def sampled_results(self, a: str, b: str) -> list[Result]:
+        """``games_per_pair`` games of a against b, half in each seat (the stepping kernel
+        of the rollout workers; finished envs keep playing, only their first episode counts)."""
         game, E = self.game, self.game.num_envs
-        models = (self._model(a), self._model(b))
-        seat_of_a = np.arange(E) % 2  # half the games in each seat
+        model_a, model_b = self.cache.get(a), self.cache.get(b)
+        play = TwoSeatPlay(game, np.arange(E) % 2)  # a is the focal side
         game.reset(int(self.rng.integers(2**31)))
         done = np.zeros(E, dtype=bool)
         scores = np.zeros(E)
         while not done.all():
-            movers = game.movers()
-            actions = np.full((E, 2), NO_ACTION, dtype=np.int64)
-            for s in (0, 1):
-                for who, model in enumerate(models):
-                    rows = np.flatnonzero(movers[:, s] & ((seat_of_a == s) == (who == 0)) & ~done)
-                    if rows.size:
-                        obs, mask = game.observe(s, rows)
-                        actions[rows, s] = model.act(obs, mask, generator=self.rng)[0]
-            # finished envs keep playing new episodes; only the first one counts
-            for s in (0, 1):
-                idle = movers[:, s] & (actions[:, s] == NO_ACTION)
-                if idle.any():
-                    obs, mask = game.observe(s, np.flatnonzero(idle))
-                    actions[idle, s] = [int(np.flatnonzero(m)[0]) for m in mask]
-            result = game.step(actions)
-            new = result.done & ~done
-            score0 = score_from_returns(result.returns, self.lo, self.hi)
-            scores[new] = np.where(seat_of_a[new] == 0, score0[new], 1.0 - score0[new])
-            done |= result.done
-        return [(a, b, float(s)) for s in scores]
+            mine, theirs = play.decisions()
+            acts = []
+            for side, model in ((mine, model_a), (theirs, model_b)):
+                out = np.zeros(len(side), dtype=np.int64)
+                counting = ~done[side.rows]
+                if counting.any():
+                    out[counting] = model.act(side.obs[counting], side.mask[counting], generator=self.rng)[0]
+                if (~counting).any():
+                    out[~counting] = side.mask[~counting].argmax(axis=1)  # first legal action
+                acts.append(out)
+            finished = play.step(mine, acts[0], theirs, acts[1])
+            new = ~done[finished.rows]
+            scores[finished.rows[new]] = finished.scores[new]
+            done[finished.rows] = True
+        return [Result(a, b, float(s)) for s in scores]
 
 
 Evaluator = ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0.25, max_concurrency=2)(EvaluatorImpl)

@@ -87,15 +87,15 @@ class League:
         }
         ray.get([l.info.remote() for l in self.learners.values()])
         self.workers = {}
-        for k, lid in enumerate(roles):
+        for lid in roles:
             for j in range(cfg.rollout.workers_per_learner):
                 wid = f"worker:{lid}:{j}"
                 self.workers[wid] = RolloutWorker.options(name=wid, namespace=ns, **actor_options(cfg.rollout)).remote(
-                    wid, lid, cfg, self.coordinator, self.learners, seed=cfg.run.seed * 1000 + 10 * k + j)
+                    wid, lid, cfg, self.coordinator, self.learners)
         self.evaluators = {
             f"evaluator:{i}": Evaluator.options(name=f"evaluator:{i}", namespace=ns,
                                                 **actor_options(cfg.evaluator)).remote(
-                f"evaluator:{i}", cfg, self.coordinator, seed=cfg.run.seed * 1000 + 900 + i)
+                f"evaluator:{i}", cfg, self.coordinator, index=i)
             for i in range(cfg.evaluator.count)
         }
         if cfg.evaluator.probe_every_seconds > 0:

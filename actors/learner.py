@@ -21,6 +21,7 @@ import torch
 
 from league.config import Config, ConfigError, from_dict
 from league.messages import LearnerAck, WeightsReply
+from league.seeds import seed_int
 from monitoring.metrics import LeagueMetrics
 from policies.device import resolve_device
 from policies.net import ActorCritic, PolicySpec
@@ -56,7 +57,8 @@ class LearnerImpl:
         self.coordinator = coordinator
         self.spec = PolicySpec(obs_size=obs_size, num_actions=num_actions, hidden=tuple(cfg.policy.hidden),
                                activation=cfg.policy.activation)
-        torch.manual_seed(hash((cfg.run.seed, learner_id)) % (2**31))
+        # initial weights and PPO's minibatch order: a stream of its own, the same in every process
+        torch.manual_seed(seed_int(cfg.run.seed, "learner", learner_id))
         self.device = resolve_device(cfg.learner.device, ray.get_gpu_ids())
         self.model = ActorCritic(self.spec).to(self.device)
         self.optimizer = make_optimizer(self.model, self.ppo)

@@ -5,13 +5,12 @@ one vector step (row ``i`` is played by ``agent_ids[codes[i]]``) and returns a
 handle; ``result(handle)`` returns one action per row. The worker steps another lane of
 environments between the two calls, so served inference overlaps with stepping.
 ``InProcessOpponents`` runs the frozen policies in the worker's own process
-from an LRU of snapshots fetched by id; it is the baseline that the Serve
+from a ``SnapshotCache`` of snapshots fetched by id; it is the baseline that the Serve
 implementation (serve/) is measured against in bench/.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 import logging
 import time
 from typing import Callable
@@ -20,41 +19,27 @@ import numpy as np
 
 from monitoring.metrics import LeagueMetrics
 from policies.net import ActorCritic
-from policies.snapshot import policy_from_bytes
+from policies.snapshot import SnapshotCache
 from serve.batching import act_known, run_grouped
 
 log = logging.getLogger(__name__)
 
 
 class InProcessOpponents:
-    def __init__(self, fetch_snapshot: Callable[[str], bytes], capacity: int = 64, seed: int | None = None):
-        self.fetch_snapshot = fetch_snapshot
-        self.capacity = capacity
-        self._models: OrderedDict[str, ActorCritic] = OrderedDict()
+    def __init__(self, fetch_snapshot: Callable[[str], bytes], capacity: int, seed=None):
+        self.cache = SnapshotCache(capacity, fetch_snapshot)
         self.rng = np.random.default_rng(seed)
         self.metrics = LeagueMetrics()
 
     def model(self, agent_id: str) -> ActorCritic:
-        model = self._models.get(agent_id)
-        if model is None:
-            model = policy_from_bytes(self.fetch_snapshot(agent_id))
-            model.eval()
-            self._models[agent_id] = model
-            if len(self._models) > self.capacity:
-                self._models.popitem(last=False)
-        else:
-            self._models.move_to_end(agent_id)
-        return model
+        return self.cache.get(agent_id)
 
     def submit(self, agent_ids: list[str], codes: np.ndarray, obs: np.ndarray, mask: np.ndarray):
         """In process there is nothing to wait for: the actions are the handle."""
-        return self.act(agent_ids, codes, obs, mask)
+        return run_grouped([(agent_ids, codes, obs, mask)], self._forward)[0]
 
     def result(self, pending) -> np.ndarray:
         return pending
-
-    def act(self, agent_ids: list[str], codes: np.ndarray, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return run_grouped([(agent_ids, codes, obs, mask)], self._forward)[0]
 
     def _forward(self, agent_ids: list[str], obs: list[np.ndarray], masks: list[np.ndarray]) -> list[np.ndarray]:
         """The same stacked pass as the Serve deployment, so bench/ compares transport, not kernels."""

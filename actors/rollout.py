@@ -22,56 +22,13 @@ import torch
 
 from actors.opponents import InProcessOpponents
 from envs import make_game
-from envs.base import NO_ACTION, score_from_returns, utility_range
 from league.config import Config
 from league.messages import MatchAssignments, ResultBatch, WeightsReply
-from policies.rollout import Rollout
+from league.seeds import generator, seed_int, seed_sequence
+from policies.rollout import Decisions, EpisodeRecorder, Rollout, TwoSeatPlay
 from policies.snapshot import policy_from_bytes
 
 log = logging.getLogger(__name__)
-
-
-class EpisodeRecorder:
-    """Learner-side decisions of running episodes; hands out finished ones.
-
-    Rows are kept in arrival order with their episode id; ``take`` returns the
-    rows of finished episodes grouped per episode (in time order) with the
-    terminal return as the reward of each episode's last decision, and keeps
-    the rows of episodes still running.
-    """
-
-    def __init__(self):
-        self.chunks: list[tuple[np.ndarray, ...]] = []
-        self.returns: dict[int, float] = {}
-        self.steps = 0  # decisions in finished episodes
-
-    def add(self, episode, obs, mask, actions, logp, values) -> None:
-        self.chunks.append((episode, obs, mask, actions, logp, values))
-
-    def finish(self, episode: int, learner_return: float, decisions: int) -> None:
-        self.returns[episode] = learner_return
-        self.steps += decisions
-
-    def take(self) -> Rollout | None:
-        if not self.chunks or not self.returns:
-            return None
-        ep, obs, mask, act, logp, val = (np.concatenate(c) for c in zip(*self.chunks))
-        done_eps = np.fromiter(self.returns, dtype=np.int64)
-        finished = np.isin(ep, done_eps)
-        keep = ~finished
-        self.chunks = [(ep[keep], obs[keep], mask[keep], act[keep], logp[keep], val[keep])] if keep.any() else []
-        idx = np.flatnonzero(finished)
-        idx = idx[np.argsort(ep[idx], kind="stable")]
-        eps = ep[idx]
-        last = np.ones(len(idx), dtype=bool)
-        last[:-1] = eps[1:] != eps[:-1]
-        rewards = np.zeros(len(idx), dtype=np.float32)
-        rewards[last] = [self.returns[e] for e in eps[last].tolist()]
-        self.returns, self.steps = {}, 0
-        if not len(idx):
-            return None
-        return Rollout(obs=obs[idx], mask=mask[idx], actions=act[idx], logp=logp[idx], values=val[idx],
-                       rewards=rewards, dones=last)
 
 
 class ResultColumns:
@@ -112,34 +69,38 @@ class Lane:
     def __init__(self, game, rng: np.random.Generator):
         E = game.num_envs
         self.game = game
-        self.seat = rng.integers(0, 2, size=E)
+        self.play = TwoSeatPlay(game, rng.integers(0, 2, size=E))  # the learner's seat per env
         self.episode = np.zeros(E, dtype=np.int64)
         self.decisions = np.zeros(E, dtype=np.int64)
         self.opp = np.zeros(E, dtype=np.int64)  # the worker's code of each env's opponent
         self.opp_live = np.zeros(E, dtype=bool)
-        self.actions = np.full((E, 2), NO_ACTION, dtype=np.int64)
         self.prepared = False  # actions chosen, opponents' request sent, step not yet taken
+        self.mine: Decisions | None = None  # the learner's decisions of the prepared step and its actions
+        self.mine_actions = np.zeros(0, dtype=np.int64)
+        self.theirs: Decisions | None = None  # the opponents' decisions and the actions known so far
+        self.theirs_actions = np.zeros(0, dtype=np.int64)
+        self.frozen = np.zeros(0, dtype=np.int64)  # rows of ``theirs`` whose actions the pending request brings
         self.pending = None  # opponent inference in flight
-        self.targets: list[tuple[np.ndarray, int]] = []  # env rows and seat of the pending request's rows
 
 
 class RolloutWorkerImpl:
     def __init__(self, worker_id: str, learner_id: str, cfg: Config, coordinator, learners: dict[str, Any],
-                 seed: int = 0, opponents=None):
+                 opponents=None):
         torch.set_num_threads(1)
         self.worker_id = worker_id
         self.learner_id = learner_id
         self.cfg = cfg
         self.coordinator = coordinator
         self.learners = learners  # learner id -> actor handle (for live opponents)
-        self.rng = np.random.default_rng(seed)
+        # seats, actions and live-weight refreshes: the worker's own stream of run.seed
+        self.rng = generator(cfg.run.seed, "worker", worker_id)
         served = cfg.rollout.opponent_inference == "serve"
         n_lanes = cfg.rollout.lanes if served else 1
         per_lane = max(1, cfg.rollout.envs_per_worker // n_lanes)
-        self.lanes = [Lane(make_game(cfg.game.name, per_lane, seed=seed * 7 + i, **cfg.game.params), self.rng)
+        self.lanes = [Lane(make_game(cfg.game.name, per_lane, seed=seed_int(cfg.run.seed, "worker", worker_id, "lane", i),
+                                     **cfg.game.params), self.rng)
                       for i in range(n_lanes)]
         self.num_actions = self.lanes[0].game.num_actions
-        self.lo, self.hi = utility_range(self.lanes[0].game)
         if opponents is not None:
             self.opponents = opponents
         elif served:
@@ -148,8 +109,8 @@ class RolloutWorkerImpl:
             self.opponents = ServedOpponents()
         else:
             self.opponents = InProcessOpponents(lambda a: ray.get(coordinator.get_snapshot.remote(a)),
-                                                capacity=cfg.serve.lru_size,
-                                                seed=seed)
+                                                capacity=cfg.snapshots.cache_size,
+                                                seed=seed_sequence(cfg.run.seed, "worker", worker_id, "opponents"))
         self.live: dict[str, tuple[int, Any]] = {}  # learner id -> (version, model)
         self._names: list[str] = []  # opponent ids by code: lanes keep small ints, not strings
         self._codes: dict[str, int] = {}
@@ -284,46 +245,31 @@ class RolloutWorkerImpl:
         All frozen-opponent decisions of the lane (both seats, every opponent)
         go out as one request; live opponents (learners' current weights) act here.
         """
-        game = lane.game
-        movers = game.movers()
-        lane.actions = np.full((game.num_envs, 2), NO_ACTION, dtype=np.int64)
-        targets, parts = [], []
-        for s in (0, 1):
-            acting = movers[:, s]
-            mine = np.flatnonzero(acting & (lane.seat == s))
-            theirs = np.flatnonzero(acting & (lane.seat != s))
-            if mine.size:
-                obs, mask = game.observe(s, mine)
-                a, logp, v = self.live[self.learner_id][1].act(obs, mask, generator=self.rng)
-                lane.actions[mine, s] = a
-                self._recorder.add(lane.episode[mine], obs, mask, a, logp, v)
-                self._action_counts += np.bincount(a, minlength=self.num_actions)
-                lane.decisions[mine] += 1
-            if theirs.size:
-                live = lane.opp_live[theirs]
-                if live.any():
-                    self._act_live(lane, theirs[live], s)
-                    theirs = theirs[~live]
-                if theirs.size:
-                    targets.append((theirs, s))
-                    parts.append(game.observe(s, theirs))
-        lane.targets = targets
+        mine, theirs = lane.play.decisions()
+        lane.mine, lane.theirs = mine, theirs
+        lane.mine_actions = np.zeros(0, dtype=np.int64)
+        if len(mine):
+            a, logp, v = self.live[self.learner_id][1].act(mine.obs, mine.mask, generator=self.rng)
+            lane.mine_actions = a
+            self._recorder.add(lane.episode[mine.rows], mine.obs, mine.mask, a, logp, v)
+            self._action_counts += np.bincount(a, minlength=self.num_actions)
+            lane.decisions[mine.rows] += 1
+        lane.theirs_actions = np.zeros(len(theirs), dtype=np.int64)
         lane.prepared = True
-        if not targets:
-            lane.pending = None
+        lane.pending = None
+        if not len(theirs):
+            lane.frozen = np.zeros(0, dtype=np.int64)
             return
-        rows = np.concatenate([t[0] for t in targets])
-        codes, local = np.unique(lane.opp[rows], return_inverse=True)
-        obs = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
-        mask = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
-        lane.pending = self.opponents.submit([self._names[c] for c in codes.tolist()], local, obs, mask)
-
-    def _act_live(self, lane: Lane, rows: np.ndarray, s: int) -> None:
-        obs, mask = lane.game.observe(s, rows)
-        codes = lane.opp[rows]
-        for code in np.unique(codes).tolist():
-            sel = codes == code
-            lane.actions[rows[sel], s] = self._live_actions(self._names[code], obs[sel], mask[sel])
+        codes = lane.opp[theirs.rows]
+        live = lane.opp_live[theirs.rows]
+        for code in np.unique(codes[live]).tolist():
+            sel = np.flatnonzero(live & (codes == code))
+            lane.theirs_actions[sel] = self._live_actions(self._names[code], theirs.obs[sel], theirs.mask[sel])
+        lane.frozen = np.flatnonzero(~live)
+        if lane.frozen.size:
+            used, local = np.unique(codes[lane.frozen], return_inverse=True)
+            lane.pending = self.opponents.submit([self._names[c] for c in used.tolist()], local.reshape(-1),
+                                                 theirs.obs[lane.frozen], theirs.mask[lane.frozen])
 
     def _live_actions(self, agent_id: str, obs, mask) -> np.ndarray:
         if agent_id not in self.live:
@@ -335,33 +281,24 @@ class RolloutWorkerImpl:
     def _finish(self, lane: Lane) -> None:
         """Collect the opponents' actions of one lane, step it, and book finished episodes."""
         if lane.pending is not None:
-            actions = self.opponents.result(lane.pending)
-            start = 0
-            for rows, s in lane.targets:
-                lane.actions[rows, s] = actions[start:start + len(rows)]
-                start += len(rows)
+            lane.theirs_actions[lane.frozen] = self.opponents.result(lane.pending)
         lane.pending, lane.prepared = None, False
-        result = lane.game.step(lane.actions)
+        done = lane.play.step(lane.mine, lane.mine_actions, lane.theirs, lane.theirs_actions)
         E = lane.game.num_envs
         self._env_steps += E
         self.stats["env_steps"] += E
-        done = np.flatnonzero(result.done)
-        if not done.size:
+        if not len(done):
             return
-        seat = lane.seat[done]
-        score0 = score_from_returns(result.returns[done], self.lo, self.hi)
-        scores = np.where(seat == 0, score0, 1.0 - score0)
-        self._results.add(lane.opp[done], scores)
-        played = lane.decisions[done] > 0
-        for e, ret, n in zip(lane.episode[done][played].tolist(), result.returns[done[played], seat[played]].tolist(),
-                             lane.decisions[done][played].tolist()):
-            self._recorder.finish(e, ret, n)
-        lane.decisions[done] = 0
-        lane.episode[done] = np.arange(self._next_episode, self._next_episode + done.size)
-        self._next_episode += done.size
-        lane.seat[done] = self.rng.integers(0, 2, size=done.size)
-        lane.opp[done], lane.opp_live[done] = self._next_matches(done.size)
-        self.stats["episodes"] += int(done.size)
+        rows = done.rows
+        self._results.add(lane.opp[rows], done.scores)
+        played = lane.decisions[rows] > 0
+        self._recorder.finish(lane.episode[rows][played], done.returns[played], lane.decisions[rows][played])
+        lane.decisions[rows] = 0
+        lane.episode[rows] = np.arange(self._next_episode, self._next_episode + rows.size)
+        self._next_episode += rows.size
+        lane.play.seat[rows] = self.rng.integers(0, 2, size=rows.size)
+        lane.opp[rows], lane.opp_live[rows] = self._next_matches(rows.size)
+        self.stats["episodes"] += int(rows.size)
 
     def _submit(self, rollout: Rollout | None, inflight: list, limit: int) -> list:
         if rollout is None:

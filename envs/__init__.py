@@ -12,8 +12,8 @@
   ``"tic_tac_toe"``, ``"connect_four"``, ...), ``params`` being its OpenSpiel
   parameters; ``"name(key=value,...)"`` strings work too.
 
-``game_info(name, **params)`` gives ``(obs_size, num_actions)`` without building
-a vector of environments.
+``game_info(name, **params)`` gives ``(obs_size, num_actions, supports_exact)``
+without building a vector of environments.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ __all__ = [
 class GameInfo(NamedTuple):
     obs_size: int
     num_actions: int
+    supports_exact: bool = False  # see VectorGame.supports_exact
 
 
 def is_matrix_game(name: str) -> bool:
@@ -73,7 +74,7 @@ def make_game(name: str, num_envs: int, seed: int | None = None, **params) -> Ve
 
 
 def game_info(name: str, **params) -> GameInfo:
-    """``(obs_size, num_actions)`` of a game, cheaply (no environments built)."""
+    """``(obs_size, num_actions, supports_exact)`` of a game, cheaply (no environments built)."""
     if name == "matrix":
         if "payoff" not in params:
             raise ValueError('game "matrix" needs a payoff=[[...], ...] parameter')
@@ -82,15 +83,16 @@ def game_info(name: str, **params) -> GameInfo:
         shape = np.asarray(params["payoff"], dtype=float).shape
         if len(shape) != 2:
             raise ValueError(f"payoff must be a 2-D matrix, got shape {shape}")
-        return GameInfo(obs_size=2, num_actions=int(max(shape)))
+        return GameInfo(obs_size=2, num_actions=int(max(shape)), supports_exact=MatrixGame.supports_exact)
     if is_matrix_game(name):
         payoff, _ = KNOWN_GAMES[ALIASES.get(name, name)]
-        return GameInfo(obs_size=2, num_actions=max(len(payoff), len(payoff[0])))
+        return GameInfo(obs_size=2, num_actions=max(len(payoff), len(payoff[0])),
+                        supports_exact=MatrixGame.supports_exact)
     if name.startswith("pettingzoo:"):
         from envs.pettingzoo import pettingzoo_info
 
         return GameInfo(*pettingzoo_info(name, **params))
-    from envs.openspiel import load_two_player_zero_sum, uses_information_state
+    from envs.openspiel import load_two_player_zero_sum, supports_exact, uses_information_state
 
     game = load_two_player_zero_sum(name, params or None)
     size = (
@@ -98,4 +100,5 @@ def game_info(name: str, **params) -> GameInfo:
         if uses_information_state(game)
         else game.observation_tensor_size()
     )
-    return GameInfo(obs_size=int(size), num_actions=int(game.num_distinct_actions()))
+    return GameInfo(obs_size=int(size), num_actions=int(game.num_distinct_actions()),
+                    supports_exact=supports_exact(game, params or None))

@@ -46,6 +46,9 @@ class VectorGame:
       num_actions:  size of the (shared) action space
       obs_size:     length of the flat float32 observation of one seat
       simultaneous: True when both seats act on every step
+      supports_exact: True when policies' expected payoffs and exploitability
+                    can be computed exactly (policies.exploitability) instead
+                    of sampled: the game says so, callers do not guess
     """
 
     name: str
@@ -53,6 +56,7 @@ class VectorGame:
     num_actions: int
     obs_size: int
     simultaneous: bool
+    supports_exact: bool = False
 
     def reset(self, seed: int | None = None) -> None:
         raise NotImplementedError

@@ -60,6 +60,7 @@ class MatrixGame(VectorGame):
     """
 
     simultaneous = True
+    supports_exact = True  # expected payoffs are x @ A @ y
 
     def __init__(
         self,

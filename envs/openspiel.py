@@ -61,6 +61,25 @@ def load_two_player_zero_sum(game_name: str, params: dict | None = None) -> pysp
     return game
 
 
+EXACT_MAX_HISTORIES = 10_000_000
+
+
+def supports_exact(game: pyspiel.Game, params: dict | None = None) -> bool:
+    """Whether exact evaluation (policies.exploitability: enumerating every
+    information state and terminal history) is affordable and defined: a
+    sequential perfect-recall game (information-state tensors) whose tree has
+    at most ``EXACT_MAX_HISTORIES`` histories by the bound
+    ``chance_outcomes ** chance_nodes * actions ** length`` (Kuhn 72, Leduc
+    1.4M, Liar's Dice 10^16). Exact evaluation loads the game by name, so a
+    game built with extra parameters is not covered."""
+    gtype = game.get_type()
+    if params or gtype.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL or not gtype.provides_information_state_tensor:
+        return False
+    bound = (max(1, game.max_chance_outcomes()) ** game.max_chance_nodes_in_history()
+             * game.num_distinct_actions() ** game.max_game_length())
+    return bound <= EXACT_MAX_HISTORIES
+
+
 def uses_information_state(game: pyspiel.Game) -> bool:
     """True when seats observe the information-state tensor (perfect recall),
     False when they observe the observation tensor (the game has no info state)."""
@@ -143,6 +162,7 @@ class OpenSpielGame(VectorGame):
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.game = load_two_player_zero_sum(game_name, params)
         self.name = game_name
+        self.supports_exact = supports_exact(self.game, params)
         self.num_envs = int(num_envs)
         self.num_actions = self.game.num_distinct_actions()
         self._tensor = state_tensor(self.game)

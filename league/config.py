@@ -176,7 +176,10 @@ class RolloutConfig:
 class EvaluatorConfig:
     count: int = 1
     games_per_pair: int = 256
-    exact: bool = True
+    exact: bool = True  # exact expected payoffs where the game supports them (envs: supports_exact)
+    # index of the evaluator that measures the Nash mixture's exact exploitability
+    # (games that support it); null: none does
+    exploitability: int | None = 0
     num_cpus: float = 0.25
     num_gpus: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)
@@ -192,11 +195,17 @@ class EvaluatorConfig:
 
 
 @dataclass
+class SnapshotsConfig:
+    # frozen policies kept loaded by each process that plays them (Serve replicas,
+    # in-process workers, the API, evaluators); least recently used evicted first
+    cache_size: int = 1024
+
+
+@dataclass
 class ServeConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     api: bool = True
-    lru_size: int = 1024  # snapshots a replica (or an in-process worker) keeps loaded
     max_batch_size: int = 16
     batch_wait_timeout_s: float = 0.002
     max_ongoing_requests: int = 256
@@ -236,7 +245,7 @@ class RunConfig:
     storage: str = "runs/default"
     max_minutes: float | None = None
     max_env_steps: int | None = None
-    seed: int = 0
+    seed: int = 0  # every random stream of the run derives from it (league.seeds)
     progress_every_seconds: float = 5.0
     exploitability_every_seconds: float = 30.0
 
@@ -252,6 +261,7 @@ class Config:
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
+    snapshots: SnapshotsConfig = field(default_factory=SnapshotsConfig)
     ray: RayConfig = field(default_factory=RayConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
@@ -287,8 +297,11 @@ class Config:
         _nonneg("evaluator.probe_num_cpus", self.evaluator.probe_num_cpus)
         if not (0 < self.serve.port < 65536):
             raise ConfigError("serve.port", f"must be a TCP port, got {self.serve.port}")
-        for name in ("lru_size", "max_batch_size", "max_ongoing_requests", "play_sessions", "play_ttl_s"):
+        if self.evaluator.exploitability is not None:
+            _nonneg("evaluator.exploitability", self.evaluator.exploitability)
+        for name in ("max_batch_size", "max_ongoing_requests", "play_sessions", "play_ttl_s"):
             _positive(f"serve.{name}", getattr(self.serve, name))
+        _positive("snapshots.cache_size", self.snapshots.cache_size)
         _nonneg("serve.batch_wait_timeout_s", self.serve.batch_wait_timeout_s)
         _nonneg("serve.num_cpus", self.serve.num_cpus)
         _validate_placement("serve", self.serve.num_cpus, 0.0, self.serve.resources, "default")
@@ -310,6 +323,7 @@ class Config:
             _positive("run.max_minutes", self.run.max_minutes)
         if self.run.max_env_steps is not None:
             _positive("run.max_env_steps", self.run.max_env_steps)
+        _nonneg("run.seed", self.run.seed)
         if not self.run.storage:
             raise ConfigError("run.storage", "must not be empty")
         _positive("run.progress_every_seconds", self.run.progress_every_seconds)
@@ -464,6 +478,8 @@ def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] 
     for text in overrides:
         keys, value = parse_override(text)
         _merge(data, keys, value)
+    if isinstance(data.get("serve"), dict) and "lru_size" in data["serve"]:
+        raise ConfigError("serve.lru_size", "renamed: use snapshots.cache_size (it sizes every snapshot cache)")
     # Role sections start from the role's own defaults, not RoleConfig's.
     cfg = Config()
     roles = data.pop("roles", None) or {}

@@ -30,6 +30,7 @@ from league.messages import (Checkpoint, MatchAssignments, NashMember, NashView,
 from league.nash import NashSolver, meta_exploitability, nash_entropy
 from league.payoff import PayoffTable
 from league.pool import AgentPool, AgentRecord, AgentType
+from league.seeds import generator
 from league.roles import should_reset, should_snapshot, snapshot_targets
 from league.store import LeagueStore
 
@@ -113,7 +114,7 @@ class League:
     def __init__(self, cfg: Config, store: LeagueStore | None = None, seed: int | None = None):
         self.cfg = cfg
         self.store = store
-        self.rng = np.random.default_rng(cfg.run.seed if seed is None else seed)
+        self.rng = generator(cfg.run.seed if seed is None else seed, "league")
         self.pool = AgentPool(max_size=cfg.league.pool_max_size)
         self.payoff = PayoffTable(decay=cfg.league.payoff_decay, prior_games=cfg.league.payoff_prior_games)
         self.elo = EloTable(k=cfg.league.elo_k, initial=cfg.league.elo_initial)

@@ -49,11 +49,11 @@ log = logging.getLogger(__name__)
 ROLE_ORDER = ("main_agent", "main_exploiter", "league_exploiter")
 ROLE_COLOR = {"main_agent": "#1f77b4", "main_exploiter": "#d62728", "league_exploiter": "#2ca02c"}
 ROLE_MARKER = {"main_agent": "o", "main_exploiter": "^", "league_exploiter": "s"}
-EXACT_GAMES = ("kuhn_poker", "leduc_poker")
-# Exact NashConv walks the whole game tree once per best response; on Leduc a
-# mixture's behavioural table costs one forward pass per member over 936 info
-# states per player, so cap the members to keep the report quick.
-EXACT_MAX_MEMBERS = {"kuhn_poker": None, "leduc_poker": 30}
+# Exact NashConv walks the whole game tree once per best response; a mixture's
+# behavioural table costs one forward pass per member over every information
+# state (Leduc: 1872), so cap members x states to keep the report quick
+# (Leduc: 30 members; Kuhn, 24 states: any realistic support).
+EXACT_MAX_MEMBER_STATES = 60_000
 TOP_K_WEIGHTS = 8
 MAX_LABELLED_AGENTS = 40
 MAX_NASH_POINTS = 2000  # a days-long run re-solves the Nash tens of thousands of times
@@ -66,6 +66,7 @@ class ReportData:
     run_dir: str
     db_path: str
     game: str | None
+    game_params: dict
     created_at: float | None
     agents: list[dict[str, Any]]  # current pool, oldest first
     removed: list[dict[str, Any]]  # evicted agents, with removed_at
@@ -126,6 +127,7 @@ def load(run_dir: str | Path) -> ReportData:
                 run_dir=str(run_dir),
                 db_path=str(store.path),
                 game=game if isinstance(game, str) else None,
+                game_params=store.get_meta("game_params") or {},
                 created_at=store.get_meta("created_at"),
                 agents=[_agent(r) for r in current],
                 removed=[{**_agent(r), "removed_at": evicted_at.get(r.agent_id, r.created_at)} for r in removed],
@@ -197,28 +199,32 @@ def exact_nash_conv(data: ReportData) -> dict[str, Any]:
     Returns ``{"nash_conv", "exploitability", "members", "seconds"}``, or
     ``{"skipped": reason}``.
     """
-    if data.game not in EXACT_GAMES:
-        return {"skipped": f"exact NashConv is computed for {' and '.join(EXACT_GAMES)} only (game: {data.game})"}
+    from envs import make_game
+
+    try:
+        game = make_game(data.game, 1, **data.game_params) if data.game else None
+    except (ValueError, TypeError) as exc:
+        return {"skipped": f"game {data.game!r} cannot be built: {exc}"}
+    if game is None or not game.supports_exact:
+        return {"skipped": f"game {data.game} does not support exact evaluation"}
     support = nash_support(data)
     if not support:
         return {"skipped": "no Nash mixture yet"}
-    cap = EXACT_MAX_MEMBERS[data.game]
-    if cap is not None and len(support) > cap:
+    from policies.exploitability import exact_nash_conv, information_state_count, load_nash_mixture
+
+    cap = EXACT_MAX_MEMBER_STATES // information_state_count(game)
+    if len(support) > cap:
         return {"skipped": f"{len(support)} members in the Nash support; the report computes {data.game} "
                            f"NashConv for at most {cap} (use python -m policies.exploitability --storage)"}
     try:
-        from policies.exploitability import load_nash_mixture, nash_conv_of_mixture
-
         start = time.perf_counter()
         ids, models, weights = load_nash_mixture(data.run_dir)
-        out = nash_conv_of_mixture(data.game, models, weights)
+        out = exact_nash_conv(game, models, weights)
     except (ValueError, KeyError) as exc:
         return {"skipped": f"could not compute: {exc}"}
     seconds = time.perf_counter() - start
     try:
-        from policies.exploitability import nash_conv_uniform
-
-        uniform = nash_conv_uniform(data.game)["nash_conv"]  # the reference line: 11/12 on Kuhn
+        uniform = exact_nash_conv(game, [], [])["nash_conv"]  # the reference line: 11/12 on Kuhn
     except (ValueError, KeyError):
         uniform = None
     return {"nash_conv": out["nash_conv"], "exploitability": out["exploitability"], "members": len(ids),

@@ -105,9 +105,6 @@ class ActorCritic(nn.Module):
         logits, _ = self(_as_tensor(obs, torch.float32), _as_tensor(mask, torch.bool))
         return torch.distributions.Categorical(logits=logits, validate_args=False)
 
-    def get_value(self, obs) -> torch.Tensor:
-        return self.value_head(self.trunk(_as_tensor(obs, torch.float32))).squeeze(-1)
-
     def evaluate_actions(self, obs: torch.Tensor, mask: torch.Tensor, actions: torch.Tensor, all_logp: bool = False):
         """log pi(a|s), entropy, value for a batch (the PPO loss inputs); with
         ``all_logp`` also log pi(.|s) over every action (the magnet KL's input)."""

@@ -1,4 +1,4 @@
-"""Trajectories of one learner's side, and a plain reference collector.
+"""Two-seat play, trajectories of one learner's side, and a plain reference collector.
 
 A :class:`Rollout` holds N transitions of ONE learner's side, made of complete
 episodes concatenated in order. ``dones[t]`` is True at the learner's last
@@ -7,10 +7,17 @@ games are zero-sum with terminal rewards, so the learner's episode return is
 the sum of its rewards). Rollout workers send it to their learner as is (numpy
 columns cross Ray cheaply).
 
-:func:`collect_rollout` is the reference the Ray rollout worker mirrors: it
-plays a ``VectorGame`` with the learner in a random seat per episode against an
-opponent callable ``(obs, mask) -> actions`` or an :class:`EpisodeMixture`
-(one member drawn per episode, as a league's Nash mixture is played).
+One stepping kernel serves every place that plays: :class:`TwoSeatPlay` splits
+a vector step's decisions between a focal side (the learner, or the first agent
+of an evaluated pair) sitting in seat ``seat[e]`` of environment ``e`` and the
+other side, steps the game with both sides' actions and reports finished
+episodes from the focal side's point of view. :class:`EpisodeRecorder` is the
+one episode assembler: it keeps the focal side's decisions until their episodes
+end and hands them out as a :class:`Rollout`. The rollout worker (actors/), the
+evaluator's sampled games and :func:`collect_rollout` (the plain reference
+collector) all use these two. :func:`collect_rollout` plays against an opponent
+callable ``(obs, mask) -> actions`` or an :class:`EpisodeMixture` (one member
+drawn per episode, as a league's Nash mixture is played).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from envs.base import NO_ACTION, VectorGame, outcome_from_returns
+from envs.base import NO_ACTION, VectorGame, outcome_from_returns, score_from_returns, utility_range
 from policies.net import sample_rows, stacked_act
 
 _DTYPES = {
@@ -83,6 +90,141 @@ class Rollout:
         if not rollouts:
             raise ValueError("Rollout.concat needs at least one rollout")
         return cls(**{f.name: np.concatenate([getattr(r, f.name) for r in rollouts]) for f in fields(cls)})
+
+
+@dataclass
+class Decisions:
+    """The decisions one side owes on one vector step: environment rows, the
+    seat each row acts in, and that seat's observations and legal masks."""
+
+    rows: np.ndarray
+    seats: np.ndarray
+    obs: np.ndarray
+    mask: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def take(self, sel: np.ndarray) -> "Decisions":
+        """The decisions selected by a boolean mask or index array."""
+        return Decisions(self.rows[sel], self.seats[sel], self.obs[sel], self.mask[sel])
+
+
+@dataclass
+class Finished:
+    """Episodes that ended on a step: their environments, and the focal side's
+    return, score in [0, 1] (returns rescaled over the game's range) and outcome
+    (1 win, 0.5 draw, 0 loss)."""
+
+    rows: np.ndarray
+    returns: np.ndarray
+    scores: np.ndarray
+    outcomes: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+class TwoSeatPlay:
+    """A ``VectorGame`` played by two sides: the focal side in seat ``seat[e]``
+    of environment ``e``, the other side in the other seat. The caller owns
+    ``seat`` and may redraw it for environments whose episode ended."""
+
+    def __init__(self, game: VectorGame, seat: np.ndarray):
+        self.game = game
+        self.seat = np.asarray(seat, dtype=np.int64)
+        self.lo, self.hi = utility_range(game)
+        self._empty = Decisions(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                                np.zeros((0, game.obs_size), dtype=np.float32),
+                                np.zeros((0, game.num_actions), dtype=bool))
+
+    def decisions(self) -> tuple[Decisions, Decisions]:
+        """(focal, other): every decision of the next step, both seats in one block per side."""
+        movers = self.game.movers()
+        focal, other = [], []
+        for s in (0, 1):
+            acting = movers[:, s]
+            for rows, out in ((np.flatnonzero(acting & (self.seat == s)), focal),
+                              (np.flatnonzero(acting & (self.seat != s)), other)):
+                if rows.size:
+                    obs, mask = self.game.observe(s, rows)
+                    out.append(Decisions(rows, np.full(rows.size, s, dtype=np.int64), obs, mask))
+        return self._stack(focal), self._stack(other)
+
+    def _stack(self, parts: list[Decisions]) -> Decisions:
+        if not parts:
+            return self._empty
+        if len(parts) == 1:
+            return parts[0]
+        return Decisions(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("rows", "seats", "obs", "mask")))
+
+    def step(self, focal: Decisions, focal_actions: np.ndarray, other: Decisions,
+             other_actions: np.ndarray) -> Finished:
+        """Apply both sides' actions; the episodes that ended, seen from the focal side."""
+        actions = np.full((self.game.num_envs, 2), NO_ACTION, dtype=np.int64)
+        actions[focal.rows, focal.seats] = focal_actions
+        actions[other.rows, other.seats] = other_actions
+        result = self.game.step(actions)
+        rows = np.flatnonzero(result.done)
+        returns = result.returns[rows]
+        seat0 = self.seat[rows] == 0
+        # scores are seat 0's rescaled return, and 1 minus that for seat 1, so a game's two
+        # scores sum to 1 (also in constant-sum games and under an asymmetric payoff range)
+        s0, o0 = score_from_returns(returns, self.lo, self.hi), outcome_from_returns(returns)
+        return Finished(rows, np.where(seat0, returns[:, 0], returns[:, 1]), np.where(seat0, s0, 1.0 - s0),
+                        np.where(seat0, o0, 1.0 - o0))
+
+
+class EpisodeRecorder:
+    """The focal side's decisions of running episodes; hands out finished ones.
+
+    Decisions arrive step by step with their episode id; ``finish`` marks an
+    episode done with the focal side's return; ``take`` returns the decisions
+    of finished episodes as a :class:`Rollout`, episodes in the order they
+    finished, decisions in time order, the return as the reward of each
+    episode's last decision, and keeps the decisions of running episodes.
+    """
+
+    def __init__(self):
+        self.chunks: list[tuple[np.ndarray, ...]] = []
+        self.returns: dict[int, float] = {}  # finished episode -> return, in finishing order
+        self.steps = 0  # decisions in finished episodes not yet taken
+
+    def add(self, episode, obs, mask, actions, logp, values) -> None:
+        if len(episode):
+            self.chunks.append((np.asarray(episode, dtype=np.int64), obs, mask, actions, logp, values))
+
+    def finish(self, episodes, returns, decisions) -> None:
+        """Episodes that ended, the focal side's return and its number of decisions in each."""
+        for e, r in zip(np.asarray(episodes).tolist(), np.asarray(returns).tolist()):
+            self.returns[e] = r
+        self.steps += int(np.sum(decisions))
+
+    def take(self) -> Rollout | None:
+        if not self.chunks or not self.returns:
+            return None
+        ep, obs, mask, act, logp, val = (np.concatenate(c) for c in zip(*self.chunks))
+        done_eps = np.fromiter(self.returns, dtype=np.int64, count=len(self.returns))
+        order = np.argsort(done_eps, kind="stable")
+        pos = np.searchsorted(done_eps[order], ep)
+        pos = np.minimum(pos, len(done_eps) - 1)
+        finished = done_eps[order][pos] == ep
+        rank = np.where(finished, order[pos], -1)  # finishing order of each decision's episode
+        keep = ~finished
+        self.chunks = [(ep[keep], obs[keep], mask[keep], act[keep], logp[keep], val[keep])] if keep.any() else []
+        idx = np.flatnonzero(finished)
+        idx = idx[np.argsort(rank[idx], kind="stable")]
+        eps = ep[idx]
+        last = np.ones(len(idx), dtype=bool)
+        last[:-1] = eps[1:] != eps[:-1]
+        returns = np.fromiter(self.returns.values(), dtype=np.float64, count=len(self.returns))
+        rewards = np.zeros(len(idx), dtype=np.float32)
+        rewards[last] = returns[rank[idx][last]]
+        self.returns, self.steps = {}, 0
+        if not len(idx):
+            return None
+        return Rollout(obs=obs[idx], mask=mask[idx], actions=act[idx], logp=logp[idx], values=val[idx],
+                       rewards=rewards, dones=last)
 
 
 class EpisodeMixture:
@@ -156,89 +298,47 @@ def collect_rollout(
     per_episode = isinstance(opponent_fn, EpisodeMixture)
     if per_episode:
         opponent_fn.start(np.arange(E))
-    seat = rng.integers(0, 2, size=E)
+    play = TwoSeatPlay(game, rng.integers(0, 2, size=E))
     episode = np.arange(E)  # id of the episode running in each env
     next_episode = E
     recording = np.ones(E, dtype=bool)  # the running episode will be recorded
-    # per learner decision: episode id, obs, mask, action, logp, value
-    rec_ep, rec_obs, rec_mask, rec_act, rec_logp, rec_val = [], [], [], [], [], []
-    finished: list[tuple[int, float, float]] = []  # (episode id, learner return, learner score)
-    steps_per_episode: dict[int, int] = {}
+    decisions = np.zeros(E, dtype=np.int64)  # recorded learner decisions of the running episode
+    recorder = EpisodeRecorder()
+    outcomes: list[np.ndarray] = []
     recorded_steps = 0
     target_reached = False
 
     while True:
-        movers = game.movers()
-        actions = np.full((E, 2), NO_ACTION, dtype=np.int64)
-        for s in (0, 1):
-            learner_envs = np.flatnonzero(movers[:, s] & (seat == s))
-            opp_envs = np.flatnonzero(movers[:, s] & (seat != s))
-            if learner_envs.size:
-                obs, mask = game.observe(s, learner_envs)
-                a, logp, v = model.act(obs, mask, generator=rng, deterministic=deterministic)
-                actions[learner_envs, s] = a
-                keep = recording[learner_envs]
-                if keep.any():
-                    rec_ep.append(episode[learner_envs][keep])
-                    rec_obs.append(obs[keep])
-                    rec_mask.append(mask[keep])
-                    rec_act.append(a[keep])
-                    rec_logp.append(logp[keep])
-                    rec_val.append(v[keep])
-                    for ep in episode[learner_envs][keep].tolist():
-                        steps_per_episode[ep] = steps_per_episode.get(ep, 0) + 1
-            if opp_envs.size:
-                obs, mask = game.observe(s, opp_envs)
-                acts = opponent_fn(obs, mask, opp_envs) if per_episode else opponent_fn(obs, mask)
-                actions[opp_envs, s] = np.asarray(acts, dtype=np.int64).reshape(-1)
-        result = game.step(actions)
-        ended = np.flatnonzero(result.done)
-        if per_episode and ended.size:
-            opponent_fn.start(ended)
-        for e in ended.tolist():
-            if recording[e]:
-                ret = float(result.returns[e, seat[e]])
-                seat0_score = float(outcome_from_returns(result.returns[e]))
-                score = seat0_score if seat[e] == 0 else 1.0 - seat0_score
-                finished.append((int(episode[e]), ret, score if value == "score" else ret))
-                recorded_steps += steps_per_episode.get(int(episode[e]), 0)
-            episode[e] = next_episode
-            next_episode += 1
-            seat[e] = rng.integers(0, 2)
-            recording[e] = not target_reached
+        mine, theirs = play.decisions()
+        a = np.zeros(0, dtype=np.int64)
+        if len(mine):
+            a, logp, v = model.act(mine.obs, mine.mask, generator=rng, deterministic=deterministic)
+            keep = recording[mine.rows]
+            recorder.add(episode[mine.rows][keep], mine.obs[keep], mine.mask[keep], a[keep], logp[keep], v[keep])
+            decisions[mine.rows[keep]] += 1
+        b = np.zeros(0, dtype=np.int64)
+        if len(theirs):
+            b = opponent_fn(theirs.obs, theirs.mask, theirs.rows) if per_episode else opponent_fn(theirs.obs, theirs.mask)
+            b = np.asarray(b, dtype=np.int64).reshape(-1)
+        done = play.step(mine, a, theirs, b)
+        if per_episode and len(done):
+            opponent_fn.start(done.rows)
+        rec = recording[done.rows]
+        outcomes.append((done.outcomes if value == "score" else done.returns)[rec])
+        recorder.finish(episode[done.rows][rec], done.returns[rec], decisions[done.rows][rec])
+        recorded_steps += int(decisions[done.rows][rec].sum())
+        decisions[done.rows] = 0
+        episode[done.rows] = np.arange(next_episode, next_episode + len(done))
+        next_episode += len(done)
+        play.seat[done.rows] = rng.integers(0, 2, size=len(done))
+        recording[done.rows] = not target_reached
         if not target_reached and recorded_steps >= num_steps:
             # episodes running now keep being recorded; later ones are not
             target_reached = True
         if target_reached and not recording.any():
             break
 
-    return _assemble(game, finished, rec_ep, rec_obs, rec_mask, rec_act, rec_logp, rec_val)
-
-
-def _assemble(game, finished, rec_ep, rec_obs, rec_mask, rec_act, rec_logp, rec_val):
-    if not rec_ep:
-        return Rollout.empty(game.obs_size, game.num_actions), np.array([s for _, _, s in finished])
-    ep = np.concatenate(rec_ep)
-    order_of = {e: i for i, (e, _, _) in enumerate(finished)}
-    rank = np.array([order_of.get(int(e), -1) for e in ep])
-    keep = rank >= 0  # drop decisions of episodes that never finished (cannot happen, but be safe)
-    # stable sort: episodes in completion order, decisions in time order
-    idx = np.flatnonzero(keep)[np.argsort(rank[keep], kind="stable")]
-    ep_sorted = ep[idx]
-    rank_sorted = rank[idx]
-    last = np.ones(len(idx), dtype=bool)
-    last[:-1] = ep_sorted[1:] != ep_sorted[:-1]
-    rewards = np.zeros(len(idx), dtype=np.float32)
-    returns = np.array([r for _, r, _ in finished], dtype=np.float32)
-    rewards[last] = returns[rank_sorted[last]]
-    rollout = Rollout(
-        obs=np.concatenate(rec_obs)[idx],
-        mask=np.concatenate(rec_mask)[idx],
-        actions=np.concatenate(rec_act)[idx],
-        logp=np.concatenate(rec_logp)[idx],
-        values=np.concatenate(rec_val)[idx],
-        rewards=rewards,
-        dones=last,
-    )
-    outcomes = np.array([s for _, _, s in finished], dtype=np.float64)
-    return rollout, outcomes
+    rollout = recorder.take()
+    if rollout is None:
+        rollout = Rollout.empty(game.obs_size, game.num_actions)
+    return rollout, np.concatenate(outcomes).astype(np.float64)

@@ -9,6 +9,8 @@ or corrupt blob is refused with a ValueError instead of half-loading.
 from __future__ import annotations
 
 import io
+from collections import OrderedDict
+from typing import Any, Callable
 
 import torch
 
@@ -79,10 +81,6 @@ def policy_from_bytes(blob: bytes) -> ActorCritic:
     return _model_from(_load(blob, POLICY_FORMAT), POLICY_FORMAT)
 
 
-def policy_spec_from_bytes(blob: bytes) -> PolicySpec:
-    return PolicySpec.from_dict(_load(blob, POLICY_FORMAT)["spec"])
-
-
 def learner_state_to_bytes(model: ActorCritic, optimizer: torch.optim.Optimizer | None = None,
                            extra: dict | None = None, magnet: ActorCritic | None = None) -> bytes:
     """A learner checkpoint: parameters, spec, optimizer state, the magnet's
@@ -127,3 +125,66 @@ def learner_state_from_bytes(blob: bytes, optimizer_factory=None):
             except Exception as exc:
                 raise ValueError(f"optimizer state in the blob does not fit: {str(exc)[:300]}") from None
     return model, optimizer, payload.get("extra") or {}
+
+
+class SnapshotCache:
+    """Frozen policies by agent id, the least recently used evicted beyond ``capacity``.
+
+    The one cache every process that plays snapshots uses (Serve replicas,
+    in-process opponents, the HTTP API, evaluators), sized by
+    ``snapshots.cache_size``. Values derived from a snapshot (an evaluator's
+    reach vectors) live in its entry and leave with it. ``get`` loads through
+    the ``fetch`` callable; async callers use ``lookup`` and ``load``.
+    """
+
+    def __init__(self, capacity: int, fetch: Callable[[str], bytes] | None = None):
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity = int(capacity)
+        self.fetch = fetch
+        self._entries: OrderedDict[str, tuple[ActorCritic, dict[str, Any]]] = OrderedDict()
+        self.loads = 0  # snapshots loaded (misses)
+
+    def __contains__(self, agent_id: str) -> bool:
+        return agent_id in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lookup(self, agent_id: str) -> ActorCritic | None:
+        """The cached policy (now the most recently used), or None."""
+        entry = self._entries.get(agent_id)
+        if entry is None:
+            return None
+        self._entries.move_to_end(agent_id)
+        return entry[0]
+
+    def put(self, agent_id: str, model: ActorCritic) -> ActorCritic:
+        model.eval()
+        self._entries[agent_id] = (model, {})
+        self._entries.move_to_end(agent_id)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+        return model
+
+    def load(self, agent_id: str, blob: bytes) -> ActorCritic:
+        """Load a snapshot blob (``weights_only``; ValueError if it is not one) and cache it."""
+        self.loads += 1
+        return self.put(agent_id, policy_from_bytes(blob))
+
+    def get(self, agent_id: str) -> ActorCritic:
+        """The policy of ``agent_id``, fetched and loaded on a miss (the fetch's errors propagate)."""
+        model = self.lookup(agent_id)
+        if model is not None:
+            return model
+        if self.fetch is None:
+            raise KeyError(f"snapshot {agent_id!r} is not cached and this cache has no fetch")
+        return self.load(agent_id, self.fetch(agent_id))
+
+    def derived(self, agent_id: str, name: str, compute: Callable[[ActorCritic], Any]) -> Any:
+        """``compute(policy)`` memoized in the snapshot's entry (snapshots are frozen)."""
+        model = self.get(agent_id)
+        extras = self._entries[agent_id][1]
+        if name not in extras:
+            extras[name] = compute(model)
+        return extras[name]

@@ -24,7 +24,6 @@ import hashlib
 import logging
 import secrets
 import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from league.messages import NashView
-from policies.snapshot import policy_from_bytes
+from policies.snapshot import SnapshotCache
 from serve.codec import (MAX_BODY_BYTES, MSGPACK, BadRequest, decode_body, encode_json, encode_msgpack,
                          parse_act_request, safe_text)
 from serve.play import PlayError, PlayTable, playable
@@ -50,7 +49,6 @@ PAGE = (Path(__file__).with_name("page.html")).read_text(encoding="utf-8")
 # /nash/act and /play read the mixture from a copy the replica refreshes in the background this often,
 # instead of a coordinator round trip per request (docs/serve.md, "Latency").
 NASH_REFRESH_S = 0.5
-MODEL_CACHE = 512
 
 __all__ = ["APP_NAME", "BadRequest", "LeagueAPI", "deploy_api", "member_for_episode", "parse_act_request"]
 
@@ -86,11 +84,12 @@ async def _validation_error(request, exc):
 @serve.ingress(app)
 class LeagueAPI:
     def __init__(self, coordinator_name: str, namespace: str, game: str, obs_size: int, num_actions: int,
-                 game_params: dict | None = None, play_sessions: int = 256, play_ttl_s: float = 600.0):
+                 game_params: dict | None = None, play_sessions: int = 256, play_ttl_s: float = 600.0,
+                 cache_size: int = 1024):
         torch.set_num_threads(1)
         self.coordinator = ray.get_actor(coordinator_name, namespace=namespace)
         self.game = {"name": game, "obs_size": obs_size, "num_actions": num_actions}
-        self.models: OrderedDict[str, Any] = OrderedDict()
+        self.cache = SnapshotCache(cache_size)
         self.table = PlayTable(game, game_params, play_sessions, play_ttl_s) if playable(game) else None
         self._nash: NashView | None = None
         self._nash_task: asyncio.Task | None = None
@@ -119,13 +118,9 @@ class LeagueAPI:
         return Response(encode_json(payload), status_code=status, media_type="application/json")
 
     async def _model(self, agent_id: str):
-        model = self.models.get(agent_id)
+        model = self.cache.lookup(agent_id)
         if model is None:
-            model = policy_from_bytes(await self.coordinator.get_snapshot.remote(agent_id))
-            self.models[agent_id] = model
-            while len(self.models) > MODEL_CACHE:
-                self.models.popitem(last=False)
-        self.models.move_to_end(agent_id)
+            model = self.cache.load(agent_id, await self.coordinator.get_snapshot.remote(agent_id))
         return model
 
     async def _refresh_nash(self) -> None:
@@ -277,5 +272,5 @@ def deploy_api(cfg, obs_size: int, num_actions: int) -> None:
     app_ = LeagueAPI.options(ray_actor_options={"num_cpus": cfg.serve.num_cpus}, max_ongoing_requests=64,
                              graceful_shutdown_timeout_s=5, graceful_shutdown_wait_loop_s=0.5).bind(
         cfg.ray.coordinator_name, cfg.ray.namespace, cfg.game.name, obs_size, num_actions, cfg.game.params,
-        cfg.serve.play_sessions, cfg.serve.play_ttl_s)
+        cfg.serve.play_sessions, cfg.serve.play_ttl_s, cfg.snapshots.cache_size)
     serve.run(app_, name=APP_NAME, route_prefix="/")

@@ -3,7 +3,7 @@
 A request carries every frozen-opponent decision of one vector step of one
 rollout worker: ``(agent_ids, codes, obs, mask)`` where row ``i`` is played by
 ``agent_ids[codes[i]]``. One request per vector step, not one per opponent: a
-Serve call costs milliseconds of client CPU whatever its size (RAY_NOTES.md),
+Serve call costs milliseconds of client CPU whatever its size (docs/serve.md),
 so the number of calls, not the number of observations, decides throughput.
 
 ``@serve.batch`` hands the deployment a list of such requests from many

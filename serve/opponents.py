@@ -1,12 +1,12 @@
 """The frozen-opponent inference deployment.
 
-One deployment holds every frozen snapshot by id (an LRU bounded by
-``serve.lru_size``), loads a snapshot from the coordinator on first use (so new
+One deployment holds every frozen snapshot by id (a ``SnapshotCache`` bounded by
+``snapshots.cache_size``), loads a snapshot from the coordinator on first use (so new
 snapshots need no redeploy), batches requests across rollout workers with
 ``@serve.batch`` and runs one forward pass per snapshot id per batch
 (``serve.batching.run_grouped``), all ids stacked into one pass. A request carries a whole vector of
 observations for one snapshot: single-observation calls are ~100x slower
-(RAY_NOTES.md).
+(docs/serve.md).
 
 Settings that matter on small machines:
 - ``max_ongoing_requests`` well above ``max_batch_size * max_concurrent_batches``,
@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 
 import numpy as np
 import ray
 import torch
 from ray import serve
 
+from league.seeds import seed_sequence
 from monitoring.metrics import LeagueMetrics
-from policies.snapshot import policy_from_bytes
+from policies.snapshot import SnapshotCache
 from serve.batching import act_known, run_grouped, validate_request
 
 log = logging.getLogger(__name__)
@@ -43,12 +43,11 @@ class UnknownAgent(KeyError):
 
 @serve.deployment(name=DEPLOYMENT_NAME)
 class Opponents:
-    def __init__(self, coordinator_name: str, namespace: str, lru_size: int = 256, max_batch_size: int = 16,
-                 batch_wait_timeout_s: float = 0.002, seed: int = 0):
+    def __init__(self, coordinator_name: str, namespace: str, cache_size: int, max_batch_size: int = 16,
+                 batch_wait_timeout_s: float = 0.002, seed=0):
         torch.set_num_threads(1)
         self.coordinator = ray.get_actor(coordinator_name, namespace=namespace)
-        self.lru_size = lru_size
-        self.models: OrderedDict[str, object] = OrderedDict()
+        self.cache = SnapshotCache(cache_size)
         self.rng = np.random.default_rng(seed)
         self.metrics = LeagueMetrics()
         self._act_batch.set_max_batch_size(max_batch_size)
@@ -63,20 +62,14 @@ class Opponents:
         return await self._act_batch(request)
 
     async def _model(self, agent_id: str):
-        model = self.models.get(agent_id)
+        model = self.cache.lookup(agent_id)
         if model is not None:
-            self.models.move_to_end(agent_id)
             return model
         try:
             blob = await self.coordinator.get_snapshot.remote(agent_id)
         except Exception as exc:  # the coordinator raises KeyError for an unknown id
             raise UnknownAgent(f"unknown or evicted agent {agent_id!r}") from exc
-        model = policy_from_bytes(blob)
-        model.eval()
-        self.models[agent_id] = model
-        while len(self.models) > self.lru_size:
-            self.models.popitem(last=False)
-        return model
+        return self.cache.load(agent_id, blob)
 
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.002)
     async def _act_batch(self, requests: list) -> list:
@@ -123,8 +116,8 @@ def deploy_opponents(cfg) -> None:
         **replica_count(cfg.serve),
         # an access-log line per rollout request costs CPU and says nothing new
         logging_config={"enable_access_log": False},
-    ).bind(cfg.ray.coordinator_name, cfg.ray.namespace, cfg.serve.lru_size, cfg.serve.max_batch_size,
-           cfg.serve.batch_wait_timeout_s, cfg.run.seed)
+    ).bind(cfg.ray.coordinator_name, cfg.ray.namespace, cfg.snapshots.cache_size, cfg.serve.max_batch_size,
+           cfg.serve.batch_wait_timeout_s, seed_sequence(cfg.run.seed, "serve", APP_NAME))
     serve.run(app, name=APP_NAME, route_prefix=None)
 
 
@@ -141,6 +134,3 @@ class ServedOpponents:
 
     def result(self, pending) -> np.ndarray:
         return pending.result()
-
-    def act(self, agent_ids, codes, obs, mask) -> np.ndarray:
-        return self.result(self.submit(agent_ids, codes, obs, mask))

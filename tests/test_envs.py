@@ -172,10 +172,21 @@ def test_simultaneous_openspiel_game_moves_both_seats():
 def test_game_info_matches_the_built_game(name):
     game = make_game(name, 2, seed=0)
     info = game_info(name)
-    assert info == GameInfo(game.obs_size, game.num_actions)
+    assert info == GameInfo(game.obs_size, game.num_actions, game.supports_exact)
     obs, mask = game.observe(0)
     assert obs.shape == (2, info.obs_size) and obs.dtype == np.float32
     assert mask.shape == (2, info.num_actions) and mask.dtype == bool
+
+
+@pytest.mark.parametrize("name, exact", [("rps", True), ("biased_rps", True), ("kuhn_poker", True),
+                                         ("leduc_poker", True), ("tic_tac_toe", False), ("connect_four", False),
+                                         ("liars_dice", False)])
+def test_games_declare_exact_evaluation(name, exact):
+    """Matrix games and sequential perfect-recall games with at most 10^7 histories by the
+    bound chance^nodes * actions^length (Kuhn 72, Leduc ~1.4M; Liar's Dice ~10^16;
+    tic-tac-toe has no information-state tensor)."""
+    assert make_game(name, 1).supports_exact is exact
+    assert game_info(name).supports_exact is exact
 
 
 def test_outcome_from_returns_scores_seat_zero():

@@ -137,7 +137,8 @@ def test_evaluator_exact_score_is_both_seats_of_the_exact_payoff(game, tmp_path)
         for prm in models[name].parameters():
             prm.data.normal_(0, 1)
     ev = EvaluatorImpl("evaluator:0", load_config(None, [f"game.name={game}", f"run.storage={tmp_path}"]), None)
-    ev.models.update(models)
+    for name, model in models.items():
+        ev.cache.put(name, model)
     lo, hi = ev.lo, ev.hi
     game_state = info_states(game).game.new_initial_state()
     pol = {k: tabular_policy(game, m) for k, m in models.items()}
@@ -157,7 +158,59 @@ def test_evaluator_leaves_out_pairs_without_a_finite_score(tmp_path):
     for prm in bad.parameters():
         prm.data.fill_(float("nan"))  # a diverged snapshot
     ev = EvaluatorImpl("evaluator:0", load_config(None, [f"run.storage={tmp_path}"]), None)
-    ev.models.update({"good": good, "good2": good, "bad": bad})
+    for name, model in {"good": good, "good2": good, "bad": bad}.items():
+        ev.cache.put(name, model)
     scores = ev.exact_scores([("good", "bad"), ("good", "good2")])
     assert [(a, b) for a, b, _ in scores] == [("good", "good2")]
     assert scores[0][2] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("game", ["biased_rps", "kuhn_poker"])
+def test_evaluator_sampled_games_agree_with_its_exact_score(game, tmp_path):
+    """The sampled path (the rollout workers' stepping kernel) estimates the score
+    the exact path computes: within 4 standard errors of 1024 games."""
+    from actors.evaluator import EvaluatorImpl
+    from league.config import load_config
+
+    info = game_info(game)
+    ev = EvaluatorImpl("evaluator:1", load_config(None, [f"game.name={game}", f"run.storage={tmp_path}",
+                                                         "evaluator.games_per_pair=1024"]), None, index=1)
+    assert ev.exact and not ev.measures_exploitability  # evaluator 0 measures it by default
+    for i, name in enumerate(("a", "b")):
+        torch.manual_seed(20 + i)
+        model = ActorCritic(PolicySpec(info.obs_size, info.num_actions, hidden=(16,)))
+        for prm in model.parameters():
+            prm.data.normal_(0, 1)
+        ev.cache.put(name, model)
+    results = ev.sampled_results("a", "b")
+    assert len(results) == 1024 and {(r.a, r.b) for r in results} == {("a", "b")}
+    scores = np.array([r.score for r in results])
+    want = ev.exact_score("a", "b")
+    assert 0.05 < want < 0.95
+    assert abs(scores.mean() - want) < 4 * scores.std() / np.sqrt(len(scores)) + 1e-9
+
+
+def test_which_evaluator_measures_exploitability_is_configured(tmp_path):
+    from actors.evaluator import EvaluatorImpl
+    from league.config import load_config
+
+    cfg = load_config(None, [f"run.storage={tmp_path}", "evaluator.count=2", "evaluator.exploitability=1"])
+    assert [EvaluatorImpl(f"evaluator:{i}", cfg, None, index=i).measures_exploitability for i in range(2)] == [False,
+                                                                                                              True]
+    cfg = load_config(None, [f"run.storage={tmp_path}", "evaluator.exploitability=null"])
+    assert not EvaluatorImpl("evaluator:0", cfg, None, index=0).measures_exploitability
+    cfg = load_config(None, [f"run.storage={tmp_path}", "game.name=connect_four"])
+    assert not EvaluatorImpl("evaluator:0", cfg, None, index=0).measures_exploitability  # no exact evaluation
+
+
+def test_exact_nash_conv_of_a_matrix_mixture_is_the_best_response_gain():
+    """Biased RPS (row payoffs [[0,-1,2],[1,0,-1],[-2,1,0]]) has the Nash (1/4, 1/2, 1/4):
+    NashConv 0 there; uniform play gives each seat a best-response gain of 1/3."""
+    from envs import make_game
+    from policies.exploitability import exact_nash_conv
+
+    game = make_game("biased_rps", 1)
+    uniform = exact_nash_conv(game, [], [])
+    assert uniform["nash_conv"] == pytest.approx(2 / 3, abs=1e-12)
+    with pytest.raises(ValueError, match="exact"):
+        exact_nash_conv(make_game("connect_four", 1), [], [])
