@@ -18,7 +18,7 @@ from typing import Any
 import ray
 
 from league.config import Config
-from league.league import League, solve_meta_game
+from league.league import League
 from league.messages import (Checkpoint, ExactScores, MatchAssignments, NashView, ProgressDecision, ResultBatch,
                              SnapshotReply)
 from league.store import LeagueStore
@@ -100,11 +100,10 @@ class LeagueCoordinatorImpl:
         """Re-solve the Nash over the frozen pool now (off the event loop)."""
         self._solving = True
         try:
-            ids, matrix = self.league.payoff_matrix()
-            if not ids:
+            job = self.league.nash_job()
+            if job is None:
                 return self.league.nash_view()
-            state = await asyncio.get_running_loop().run_in_executor(
-                None, solve_meta_game, self.league.solver, ids, matrix, self.league.pool_version)
+            state = await asyncio.get_running_loop().run_in_executor(None, job)
             self.league.set_nash(state)
             self.metrics.observe("nash_solve_seconds", state.solve_seconds)
             self._export_state()

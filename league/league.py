@@ -14,10 +14,11 @@ a game played but carries no payoff information.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -406,6 +407,15 @@ class League:
     def payoff_matrix(self) -> tuple[list[str], np.ndarray]:
         ids = self.measured_ids()
         return ids, self.payoff.matrix(ids) if ids else np.zeros((0, 0))
+
+    def nash_job(self) -> Callable[[], NashState] | None:
+        """A re-solve of the meta-game as it is now, to run in another thread (it
+        touches only copies); None while nothing is measured. Adopt its result
+        with :meth:`set_nash`."""
+        ids, matrix = self.payoff_matrix()
+        if not ids:
+            return None
+        return functools.partial(solve_meta_game, self.solver, ids, matrix.copy(), self.pool_version)
 
     def solve_nash(self) -> NashState:
         """Solve the zero-sum meta-game over the frozen pool and adopt it."""

@@ -180,3 +180,16 @@ def test_stored_batches_are_per_pair_summaries(cfg):
     (payload,) = [json.loads(r[0]) for r in league.store._query("SELECT payload FROM results")]
     assert payload == [{"a": "main_agent-0", "b": rec.agent_id, "games": 4, "score": 2.25,
                         "wins": 2, "draws": 1, "losses": 1}]
+
+
+def test_nash_job_solves_the_current_meta_game_off_the_league(cfg):
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    assert league.nash_job() is None  # nothing measured yet
+    a, b, c = (league.add_snapshot("main_agent-0", x, step=i)[0].agent_id for i, x in enumerate((b"a", b"b", b"c")))
+    league.record_exact_many([(a, b, 1.0), (b, c, 1.0), (c, a, 1.0)])
+    job = league.nash_job()
+    league.record_exact(a, b, 0.0)  # a change after the job was made does not reach it
+    state = job()
+    assert state.ids == [a, b, c] and np.allclose(state.weights, 1 / 3, atol=1e-6)
+    league.set_nash(state)
+    assert league.nash_view().ids == [a, b, c]
