@@ -26,8 +26,8 @@ from league.config import Config
 from league.diversity import DiversityTracker, TrajectoryBatch
 from league.elo import EloTable
 from league.matchmaking import CachedWinRates, LeagueView, choose_draws, draws_as_columns
-from league.messages import (Checkpoint, MatchAssignments, NashMember, NashView, ProgressDecision, Result,
-                             ResultBatch)
+from league.messages import Checkpoint, MatchAssignments, NashMember, NashView, ProgressDecision, ResultBatch
+from league.messages import Result  # noqa: F401  (re-exported: Result used to live here)
 from league.nash import NashSolver, meta_exploitability, nash_entropy
 from league.payoff import PayoffTable
 from league.pool import AgentPool, AgentRecord, AgentType
