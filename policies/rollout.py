@@ -105,10 +105,6 @@ class Decisions:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def take(self, sel: np.ndarray) -> "Decisions":
-        """The decisions selected by a boolean mask or index array."""
-        return Decisions(self.rows[sel], self.seats[sel], self.obs[sel], self.mask[sel])
-
 
 @dataclass
 class Finished:

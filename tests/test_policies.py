@@ -347,3 +347,40 @@ def test_learner_checkpoint_restores_parameters_and_optimizer_state():
     ppo_update(model2, opt2, rollout, cfg, generator=torch.Generator().manual_seed(1))
     for a, b in zip(model.parameters(), model2.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_two_seat_play_scores_each_finished_game_from_the_focal_side():
+    """Biased RPS (A[0, 2] = 2, A[2, 0] = -2, range [-2, 2]); the focal side plays rock (0), the
+    other side scissors (2). In seat 0 the focal return is A[0, 2] = 2; in seat 1 it is
+    -A[2, 0] = 2. Either way: return 2, score 1 (the top of the range), a win."""
+    from policies.rollout import TwoSeatPlay
+
+    game = make_game("biased_rps", 6, seed=0)
+    play = TwoSeatPlay(game, np.array([0, 1, 0, 1, 1, 0]))
+    mine, theirs = play.decisions()
+    assert len(mine) == len(theirs) == 6
+    assert sorted(mine.rows.tolist()) == list(range(6))
+    np.testing.assert_array_equal(mine.seats, play.seat[mine.rows])
+    np.testing.assert_array_equal(theirs.seats, 1 - play.seat[theirs.rows])
+    done = play.step(mine, np.zeros(6, dtype=np.int64), theirs, np.full(6, 2, dtype=np.int64))
+    assert done.rows.tolist() == list(range(6))
+    np.testing.assert_array_equal(done.returns, 2.0)
+    np.testing.assert_array_equal(done.scores, 1.0)
+    np.testing.assert_array_equal(done.outcomes, 1.0)
+
+
+def test_episode_recorder_hands_out_finished_episodes_in_finishing_order():
+    from policies.rollout import EpisodeRecorder
+
+    rec = EpisodeRecorder()
+    obs, mask = np.zeros((1, 3), dtype=np.float32), np.ones((1, 2), dtype=bool)
+    one = lambda ep, a: rec.add(np.array([ep]), obs, mask, np.array([a]), np.zeros(1), np.zeros(1))  # noqa: E731
+    one(5, 0), one(3, 1), one(5, 1), one(9, 0)
+    rec.finish([5, 3], [1.0, -2.0], [2, 1])  # 5 finished first, 9 still runs
+    assert rec.steps == 3
+    r = rec.take()
+    assert r.actions.tolist() == [0, 1, 1]  # episode 5 (both decisions in time order), then 3
+    assert r.dones.tolist() == [False, True, True] and r.rewards.tolist() == [0.0, 1.0, -2.0]
+    assert rec.take() is None  # nothing else finished
+    rec.finish([9], [0.5], [1])
+    assert rec.take().rewards.tolist() == [0.5]
