@@ -46,13 +46,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from envs import make_game
+from envs import MatrixGame, make_game
 from policies.net import ActorCritic, PolicySpec
 from policies.ppo import PPOConfig, make_optimizer, ppo_update
 from policies.rollout import EpisodeMixture, collect_rollout
-
-# games whose every information state and terminal history policies.exploitability enumerates
-ENUMERABLE = ("kuhn_poker", "leduc_poker")
 
 
 def _probe_ppo() -> PPOConfig:
@@ -203,7 +200,8 @@ def probe(game_name: str, members, weights, cfg: ProbeConfig | None = None, para
         "train_seconds": round(train_seconds, 2),
         "seconds": round(time.perf_counter() - t0, 2),
     }
-    if game_name in ENUMERABLE and not params:
+    # exact_values walks OpenSpiel information states; the game says whether that is affordable
+    if game.supports_exact and not isinstance(game, MatrixGame):
         out.update(exact_values(game_name, members, weights, model, cfg.greedy))
     return out
 
