@@ -270,7 +270,9 @@ class LeagueAPI:
 
 def deploy_api(cfg, obs_size: int, num_actions: int) -> None:
     app_ = LeagueAPI.options(ray_actor_options={"num_cpus": cfg.serve.num_cpus}, max_ongoing_requests=64,
-                             graceful_shutdown_timeout_s=5, graceful_shutdown_wait_loop_s=0.5).bind(
+                             graceful_shutdown_timeout_s=5, graceful_shutdown_wait_loop_s=0.5,
+                             # a log line per request costs replica CPU on the /nash/act path
+                             logging_config={"enable_access_log": False}).bind(
         cfg.ray.coordinator_name, cfg.ray.namespace, cfg.game.name, obs_size, num_actions, cfg.game.params,
         cfg.serve.play_sessions, cfg.serve.play_ttl_s, cfg.snapshots.cache_size)
     serve.run(app_, name=APP_NAME, route_prefix="/")
