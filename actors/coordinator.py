@@ -199,8 +199,15 @@ class LeagueCoordinatorImpl:
         return self.league.learner_progress(learner_id, version, step)
 
     @timed
-    async def add_snapshot(self, learner_id: str, blob: bytes, step: int, metadata: dict | None = None) -> SnapshotReply:
-        record, reset = self.league.add_snapshot(learner_id, blob, step, metadata)
+    async def add_snapshot(self, learner_id: str, blob: bytes, step: int, metadata: dict | None = None,
+                           request: int | None = None) -> SnapshotReply:
+        """Freeze a learner's weights into the pool. ``request``: the learner's number for this
+        snapshot; a repeat (the learner restarted before it saw the reply) gets the first reply."""
+        known = self.league.snapshot_for_request(learner_id, request) if request is not None else None
+        if known is not None:
+            reset = bool(known.metadata.get("reset"))
+            return SnapshotReply(known.agent_id, reset, self.cfg.role(known.agent_type).reset_to if reset else None)
+        record, reset = self.league.add_snapshot(learner_id, blob, step, metadata, request=request)
         self.metrics.inc("snapshots", role=record.agent_type.value)
         if reset:
             self.metrics.inc("resets", role=record.agent_type.value)
@@ -215,6 +222,12 @@ class LeagueCoordinatorImpl:
 
     async def load_checkpoint(self, learner_id: str) -> Checkpoint | None:
         return self.league.load_checkpoint(learner_id)
+
+    async def learner_started(self, learner_id: str, version: int, step: int) -> bool:
+        """A learner (re)started at ``version``: an event, so a resume can be checked against its checkpoint."""
+        self.store.add_event("learner_start", {"learner_id": str(learner_id), "version": int(version),
+                                               "step": int(step)})
+        return True
 
     # -- evaluators -----------------------------------------------------------
     @timed

@@ -9,6 +9,7 @@ plays ``evaluator.games_per_pair`` sampled games, half in each seat.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -16,6 +17,7 @@ import numpy as np
 import ray
 import torch
 
+from actors.outbox import Outbox
 from envs import make_game
 from envs.base import utility_range
 from league.config import Config
@@ -44,11 +46,18 @@ class EvaluatorImpl:
         self.cache = SnapshotCache(cfg.snapshots.cache_size,
                                    lambda agent_id: ray.get(self.coordinator.get_snapshot.remote(agent_id)))
         self._stop = threading.Event()
-        self.seq = int(time.time() * 1000) * 1000
+        self.outbox = Outbox(cfg.run.storage, evaluator_id)  # sampled result batches: exactly once
         self.evaluated = 0
+        self.rounds = 0
 
     def stop(self) -> None:
         self._stop.set()
+
+    def get_stats(self) -> dict[str, Any]:
+        """This life's work: loop rounds done (idle ones too) and pairs evaluated; games in
+        acknowledged result batches (every life)."""
+        return {"pid": os.getpid(), "rounds": self.rounds, "evaluated": self.evaluated,
+                "results_acked": self.outbox.items}
 
     def measure_exploitability(self) -> float | None:
         """Exact NashConv of the current Nash mixture, recorded over time."""
@@ -63,6 +72,9 @@ class EvaluatorImpl:
 
     def run(self) -> int:
         last_measure = 0.0
+        pending = self.outbox.pending_batch()
+        if pending is not None:  # a past life's batch that was never acknowledged
+            self._deliver(pending)
         while not self._stop.is_set():
             if self.measures_exploitability and time.time() - last_measure >= self.cfg.run.exploitability_every_seconds:
                 last_measure = time.time()
@@ -73,6 +85,7 @@ class EvaluatorImpl:
             # exact pairs cost a dot product each once an agent's profiles are known, and
             # are measured once (snapshots are frozen)
             pairs = ray.get(self.coordinator.evaluation_pairs.remote(256 if self.exact else 2, self.exact))
+            self.rounds += 1
             if not pairs:
                 time.sleep(0.5)
                 continue
@@ -81,14 +94,23 @@ class EvaluatorImpl:
                     ray.get(self.coordinator.record_exact.remote(ExactScores.from_triples(self.exact_scores(pairs))))
                 else:
                     for a, b in pairs:
-                        self.seq += 1
-                        batch = ResultBatch.from_results(self.evaluator_id, self.seq, self.sampled_results(a, b))
-                        ray.get(self.coordinator.report_results.remote(batch))
+                        results = self.sampled_results(a, b)
+                        batch = ResultBatch.from_results(self.evaluator_id, self.outbox.next_seq(), results)
+                        self.outbox.stage_batch(batch)
+                        self._deliver(batch)
             except (KeyError, ray.exceptions.RayTaskError) as exc:
                 log.info("%s: pair skipped (%s)", self.evaluator_id, exc)  # an agent was evicted meanwhile
                 time.sleep(0.1)
             self.evaluated += len(pairs)
         return self.evaluated
+
+    def _deliver(self, batch: ResultBatch) -> None:
+        try:
+            ray.get(self.coordinator.report_results.remote(batch))
+        except ray.exceptions.RayTaskError:
+            self.outbox.drop()  # rejected: not stored, so not owed
+            raise
+        self.outbox.acked(batch.seq, len(batch))
 
     def exact_scores(self, pairs: list[tuple[str, str]]) -> list[tuple[str, str, float]]:
         """Exact scores of the pairs that can be scored; a pair whose agent was evicted

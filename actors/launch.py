@@ -11,6 +11,7 @@ everything flushed to the store.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import logging
 import os
 import signal
@@ -56,6 +57,80 @@ def load(argv: list[str] | None):
         if not Path(snap).is_file():
             raise ConfigError(f"league.seed_snapshots[{i}]", f"no such file: {snap}")
     return cfg, info
+
+
+LOCK_NAME = "launcher.lock"
+
+
+class StorageInUse(RuntimeError):
+    """Another launcher runs a league on this storage folder."""
+
+
+def lock_storage(storage: str):
+    """Hold an OS lock on ``STORAGE/launcher.lock`` for the life of this process.
+
+    Two launchers on one folder would run two coordinators against one SQLite
+    file and one set of outboxes. ``flock`` is released by the kernel when the
+    process dies, however it dies (SIGKILL too), so a crashed run never leaves a
+    stale lock. Returns the open file; keep it referenced."""
+    path = Path(storage)
+    path.mkdir(parents=True, exist_ok=True)
+    f = open(path / LOCK_NAME, "a+")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "unknown"
+        f.close()
+        raise StorageInUse(f"storage {storage} is in use by another launcher (pid {holder}); stop it first "
+                           "or choose another run.storage") from None
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+    return f
+
+
+SESSION_NAME = "ray_session"
+
+
+def reap_leftovers(storage: str) -> int:
+    """Kill what a SIGKILLed launcher left of its local Ray (returns how many processes).
+
+    A local Ray shares the launcher's fate: its GCS, raylet and workers die with it,
+    but a few helper processes (the dashboard and runtime-env agents) are re-parented
+    to init and linger. They are found by their open files in the dead run's session
+    folder, recorded in ``STORAGE/ray_session``; nothing else is touched."""
+    marker = Path(storage) / SESSION_NAME
+    try:
+        session = marker.read_text().strip()
+    except OSError:
+        return 0
+    killed = 0
+    if session and "session_" in Path(session).name:
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                if int(proc.name) == os.getpid() or not any(
+                        os.readlink(fd).startswith(session + "/") for fd in (proc / "fd").iterdir()):
+                    continue
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed += 1
+            except (OSError, ValueError):  # gone meanwhile, or not ours to read
+                continue
+    marker.unlink(missing_ok=True)
+    if killed:
+        log.warning("killed %d leftover processes of the previous run's Ray (%s)", killed, session)
+    return killed
+
+
+def record_session(storage: str) -> None:
+    import ray
+
+    try:
+        session = ray._private.worker._global_node.get_session_dir_path()
+    except AttributeError:  # a Ray without this internal: no reaping after a crash
+        return
+    (Path(storage) / SESSION_NAME).write_text(str(session))
 
 
 class League:
@@ -154,11 +229,19 @@ class League:
 
         for actor in {**self.workers, **self.evaluators}.values():
             actor.stop.remote()
+        actors = {**self.workers, **self.evaluators}
         for name, ref in self.runs.items():
             try:
                 ray.get(ref, timeout=120)
             except ray.exceptions.RayError as exc:
-                log.warning("%s did not stop cleanly: %s", name, exc)
+                log.warning("%s did not stop cleanly: %s", name, str(exc).strip().splitlines()[-1][:300])
+                # Its loop died (a killed actor, since restarted): one more pass with the stop flag
+                # set, which only re-sends the batch it had staged and returns.
+                try:
+                    ray.get(actors[name].stop.remote(), timeout=120)
+                    ray.get(actors[name].run.remote(), timeout=120)
+                except ray.exceptions.RayError as exc2:
+                    log.warning("%s could not flush its outbox: %s", name, str(exc2).strip().splitlines()[-1][:300])
         for lid, learner in self.learners.items():
             try:
                 ray.get(learner.flush.remote(), timeout=120)
@@ -248,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg.run.storage, warning = resolve_storage(cfg.run.storage)
     if warning:
         print(f"nash-league: warning: {warning}", file=sys.stderr, flush=True)
+    try:
+        lock = lock_storage(cfg.run.storage)  # noqa: F841 (held until the process exits)
+    except StorageInUse as exc:
+        print(f"nash-league: {exc}", file=sys.stderr)
+        return 3
 
     import ray
 
@@ -256,9 +344,11 @@ def main(argv: list[str] | None = None) -> int:
     if in_cluster:
         ray.init(address=cfg.ray.address or os.environ.get("RAY_ADDRESS"), namespace=cfg.ray.namespace)
     else:
+        reap_leftovers(cfg.run.storage)
         ray.init(address="local", namespace=cfg.ray.namespace, include_dashboard=False, _node_ip_address="127.0.0.1",
                  num_cpus=cfg.ray.num_cpus or max(8, 4 * (os.cpu_count() or 2)), log_to_driver=False,
                  _metrics_export_port=metrics_port(cfg.ray.metrics_export_port))
+        record_session(cfg.run.storage)
     problem = check_storage_resource(cfg)
     if problem:
         print(f"nash-league: config error: {problem}", file=sys.stderr)
@@ -312,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         targets.clear()
         if not in_cluster:
             ray.shutdown()
+            (Path(cfg.run.storage) / SESSION_NAME).unlink(missing_ok=True)
     return 0
 
 

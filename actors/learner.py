@@ -11,14 +11,18 @@ from its last checkpoint.
 from __future__ import annotations
 
 import copy
+import json
 import logging
+import os
 import threading
 import time
 from typing import Any
 
+import numpy as np
 import ray
 import torch
 
+from actors.outbox import Outbox
 from league.config import Config, ConfigError, from_dict
 from league.messages import LearnerAck, WeightsReply
 from league.seeds import seed_int
@@ -84,7 +88,17 @@ class LearnerImpl:
         if self.ppo.magnet_coef > 0:
             saved = learner_magnet_from_bytes(checkpoint.state) if checkpoint is not None and checkpoint.state else None
             self.magnet = saved.to(self.device) if saved is not None else copy.deepcopy(self.model)
+        ray.get(coordinator.learner_started.remote(learner_id, self.version, self.step))
+        # Snapshots go out through the outbox: one that a past life sent but never saw
+        # acknowledged is sent again (the coordinator answers a repeat with the same agent).
+        self.outbox = Outbox(cfg.run.storage, f"learner:{learner_id}")
         self._publish()
+        pending = self.outbox.pending()
+        if pending is not None:
+            seq, arr = pending
+            reply = self._send_snapshot(seq, arr["blob"].tobytes(), int(arr["step"]), json.loads(str(arr["metadata"])))
+            if reply.reset:
+                self._reset(reply.reset_to)
         self._last_checkpoint = time.time()
 
     def _publish(self) -> None:
@@ -136,12 +150,20 @@ class LearnerImpl:
             self._checkpoint()
 
     def _snapshot(self) -> None:
-        reply = ray.get(self.coordinator.add_snapshot.remote(
-            self.learner_id, policy_to_bytes(self.model), self.step, {"updates": self.updates}))
-        self.snapshots_acked.append(reply.agent_id)
+        blob, metadata = policy_to_bytes(self.model), {"updates": self.updates}
+        seq = self.outbox.next_seq()
+        self.outbox.stage(seq, {"blob": np.frombuffer(blob, dtype=np.uint8), "step": self.step,
+                                "metadata": json.dumps(metadata)})
+        reply = self._send_snapshot(seq, blob, self.step, metadata)
         if reply.reset:
             self._reset(reply.reset_to)
         self._checkpoint()
+
+    def _send_snapshot(self, seq: int, blob: bytes, step: int, metadata: dict):
+        reply = ray.get(self.coordinator.add_snapshot.remote(self.learner_id, blob, step, metadata, request=seq))
+        self.outbox.acked(seq, 1, [reply.agent_id])
+        self.snapshots_acked.append(reply.agent_id)
+        return reply
 
     def _reset(self, reset_to: str | None) -> None:
         if reset_to:
@@ -170,7 +192,7 @@ class LearnerImpl:
 
     def info(self) -> dict[str, Any]:
         return {"learner_id": self.learner_id, "role": self.role, "version": self.version, "step": self.step,
-                "device": str(self.device), "snapshots_acked": list(self.snapshots_acked),
+                "device": str(self.device), "snapshots_acked": list(self.snapshots_acked), "pid": os.getpid(),
                 "updates": self.updates, **{f"loss_{k}": v for k, v in self.last_stats.items()}}
 
 

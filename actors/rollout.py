@@ -21,6 +21,7 @@ import ray
 import torch
 
 from actors.opponents import InProcessOpponents
+from actors.outbox import Outbox
 from envs import make_game
 from league.config import Config
 from league.messages import MatchAssignments, ResultBatch, WeightsReply
@@ -115,11 +116,13 @@ class RolloutWorkerImpl:
         self._names: list[str] = []  # opponent ids by code: lanes keep small ints, not strings
         self._codes: dict[str, int] = {}
         self._stop = threading.Event()
-        # A restarted worker must not reuse sequence numbers of its past life.
-        self.seq = int(time.time() * 1000) * 1000
+        # Result batches go out through the outbox: numbered so that no life of this worker
+        # reuses a number, and re-sent after a kill until acknowledged.
+        self.outbox = Outbox(cfg.run.storage, worker_id)
         # Acknowledged result batches of this life: seqs first_seq+1 .. last_acked_seq, each one the coordinator
         # committed before replying (the node-loss test counts them in the store, exactly).
-        self.stats = {"env_steps": 0, "episodes": 0, "submitted": 0, "branches": {}, "first_seq": self.seq,
+        first = self.outbox.ledger["seq"]
+        self.stats = {"env_steps": 0, "episodes": 0, "submitted": 0, "branches": {}, "first_seq": first,
                       "last_acked_seq": None, "results_acked": 0, "games_acked": 0}
         self._pending_refresh: list = []
 
@@ -155,8 +158,9 @@ class RolloutWorkerImpl:
         self._stop.set()
 
     def get_stats(self) -> dict[str, Any]:
-        """Env steps, episodes, transitions submitted, and matches taken per matchmaking branch."""
-        return {**self.stats, "branches": dict(self.stats["branches"])}
+        """Env steps, episodes, transitions submitted, matches taken per matchmaking branch and
+        result batches (games) acknowledged, in this life; ``games_acked_all_lives`` from the outbox ledger."""
+        return {**self.stats, "branches": dict(self.stats["branches"]), "games_acked_all_lives": self.outbox.items}
 
     # -- assignments -------------------------------------------------------------
     def _next_matches(self, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -196,6 +200,7 @@ class RolloutWorkerImpl:
     # -- the loop ------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         cfg = self.cfg.rollout
+        self._send_pending()
         self._pending_refresh = []
         self._refresh(self.learner_id, block=True)
         self._queue: list[tuple[int, bool]] = []
@@ -235,7 +240,8 @@ class RolloutWorkerImpl:
                 self._finish(lane)
         # flush: everything finished reaches the coordinator before run() returns
         report_ref = self._report(report_ref)
-        self._acknowledged(report_ref)
+        if report_ref is not None:
+            self._await_report(report_ref)
         ray.get(inflight)
         return self.get_stats()
 
@@ -315,27 +321,44 @@ class RolloutWorkerImpl:
                 self._refresh(self.learner_id, block=False)
         return inflight
 
-    def _acknowledged(self, pending) -> None:
-        if pending is None:
-            return
-        ref, seq, games = pending
-        ray.get(ref)  # one batch in flight; the coordinator retries on restart
-        self.stats["results_acked"] += 1
-        self.stats["games_acked"] += games
-        self.stats["last_acked_seq"] = seq
-
     def _report(self, previous):
-        self._acknowledged(previous)
+        """Send the finished games as one numbered batch (staged in the outbox first);
+        returns the batch in flight. One batch is in flight at a time."""
+        if previous is not None:
+            self._await_report(previous)
         if not self._results and not self._env_steps:
             return None
-        self.seq += 1
-        games = len(self._results)
-        batch = self._results.take(self.worker_id, self.seq, self.learner_id, self._names, self._env_steps,
-                                   {self.learner_id: self._action_counts})
+        batch = self._results.take(self.worker_id, self.outbox.next_seq(), self.learner_id, self._names,
+                                   self._env_steps, {self.learner_id: self._action_counts})
+        self.outbox.stage_batch(batch)
         ref = self.coordinator.report_results.remote(batch)
         self._env_steps = 0
         self._action_counts = np.zeros(self.num_actions)
-        return ref, self.seq, games
+        return ref, batch.seq, len(batch)
+
+    def _await_report(self, inflight) -> None:
+        """Wait for a batch's acknowledgement and book it (the coordinator's restarts are
+        retried by Ray; the batch is idempotent per (worker, seq))."""
+        ref, seq, n = inflight
+        try:
+            ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:
+            if not isinstance(exc.cause, ValueError):
+                raise
+            log.error("%s: batch %d rejected (%s)", self.worker_id, seq, exc.cause)
+            self.outbox.drop()
+            return
+        self.outbox.acked(seq, n)
+        if seq > self.stats["first_seq"]:  # not a past life's batch re-sent
+            self.stats["results_acked"] += 1
+            self.stats["games_acked"] += n
+            self.stats["last_acked_seq"] = seq
+
+    def _send_pending(self) -> None:
+        """Re-send the batch a past life (or a crashed loop) staged but never saw acknowledged."""
+        batch = self.outbox.pending_batch()
+        if batch is not None:
+            self._await_report((self.coordinator.report_results.remote(batch), batch.seq, len(batch)))
 
 
 # The worker loop is synchronous: its Serve handle must run its router in a separate

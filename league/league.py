@@ -304,11 +304,25 @@ class League:
         decision = should_snapshot(st.role, self.cfg.role(st.role), st.step - st.step_at_snapshot, rates, games)
         return ProgressDecision(bool(decision.snapshot), decision.reason)
 
+    def snapshot_for_request(self, learner_id: str, request: int) -> AgentRecord | None:
+        """The snapshot already made for a learner's numbered request (also if evicted since), if any."""
+        if self.store is not None:
+            return self.store.agent_by_request(learner_id, int(request))
+        for record in self.pool.list(learner_id=learner_id):
+            if record.metadata.get("request") == int(request):
+                return record
+        return None
+
     def add_snapshot(self, learner_id: str, blob: bytes | None, step: int, metadata: dict | None = None,
-                     agent_id: str | None = None) -> tuple[AgentRecord, bool]:
-        """Freeze a learner into the pool; returns the record and whether the learner must reset."""
+                     agent_id: str | None = None, request: int | None = None) -> tuple[AgentRecord, bool]:
+        """Freeze a learner into the pool; returns the record and whether the learner must reset.
+
+        ``request`` (the learner's number for this snapshot) and the reset decision are kept
+        in the record's metadata, so a repeated request is answered the same way."""
         st = self._learner(learner_id)
         meta = dict(metadata or {})
+        if request is not None:
+            meta["request"] = int(request)
         meta.setdefault("learner_version", st.version)
         lineage = self.pool.latest(learner_id)
         version = (lineage.version if lineage else st.snapshots) + 1
@@ -325,6 +339,7 @@ class League:
         if reset:
             st.resets += 1
             st.parent_id = self.cfg.role(st.role).reset_to
+        meta["reset"] = reset
         if self.store is not None:
             self.store.add_agent(record, blob, evicted=[r.agent_id for r in evicted],
                                  clear_payoff=[learner_id] if reset else [])

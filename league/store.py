@@ -185,6 +185,14 @@ class LeagueStore:
             for r in self._query(sql)
         ]
 
+    def agent_by_request(self, learner_id: str, request: int) -> AgentRecord | None:
+        """The snapshot stored for a learner's numbered snapshot request (``metadata.request``)."""
+        rows = self._query("SELECT agent_id FROM agents WHERE learner_id = ? AND json_extract(metadata, '$.request') = ?",
+                           (learner_id, int(request)))
+        if not rows:
+            return None
+        return next(r for r in self.agents(include_removed=True) if r.agent_id == rows[0][0])
+
     def snapshot_blob(self, agent_id: str) -> bytes:
         rows = self._query("SELECT blob FROM snapshots WHERE agent_id = ?", (agent_id,))
         if not rows:

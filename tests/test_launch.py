@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from actors.outbox import ledgers
 from league.store import LeagueStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,9 +58,10 @@ def test_sigint_stops_cleanly_and_the_league_resumes(tmp_path):
     with LeagueStore(tmp_path, create=False) as store:
         first_pool = {a.agent_id for a in store.agents()}
         first_games = store.counters()["games"]
-        first_versions = {l["learner_id"]: l["version"] for l in store.learners()}
+        checkpoints = checkpoint_versions(store)
         assert first_pool and first_games > 0 and store.latest_nash() is not None
-        assert all(store.load_learner(l)["state"] for l in first_versions)
+        assert set(checkpoints) == {"main_agent-0", "main_exploiter-0", "league_exploiter-0"}
+        assert_exact_accounting(store, tmp_path)
 
     out = subprocess.run([*cmd[:-1], "run.max_minutes=0.4"], cwd=ROOT, env=ENV, capture_output=True, text=True,
                          timeout=300)
@@ -68,11 +70,10 @@ def test_sigint_stops_cleanly_and_the_league_resumes(tmp_path):
         evicted = {e["agent_id"] for e in store.events("evict")}
         assert first_pool - evicted <= {a.agent_id for a in store.agents()}
         assert store.counters()["games"] > first_games
-        for learner in store.learners():
-            # resumed from the checkpoint: versions go on from where they were
-            assert learner["version"] > first_versions[learner["learner_id"]]
+        assert_resumed_from(store, checkpoints)
         assert len(store.events("coordinator_start")) == 2
         assert store.measurements("nash_conv"), "the evaluator records the exact NashConv over time"
+        assert_exact_accounting(store, tmp_path)
 
     # the report, rendered from this real run: every figure drawn from data
     from test_report import FIGURES, _images
@@ -84,3 +85,89 @@ def test_sigint_stops_cleanly_and_the_league_resumes(tmp_path):
     assert set(images) == set(FIGURES)
     for key, (img, has_data) in images.items():
         assert has_data and img[..., :3].std() > 0.01, key
+
+
+def checkpoint_versions(store) -> dict[str, int]:
+    """Learner id -> the version saved in its checkpoint (the state blob, not the bookkeeping row)."""
+    from policies.snapshot import learner_state_from_bytes
+
+    return {l["learner_id"]: int(learner_state_from_bytes(store.load_learner(l["learner_id"])["state"])[2]["version"])
+            for l in store.learners() if store.load_learner(l["learner_id"])["state"]}
+
+
+def assert_resumed_from(store, checkpoints: dict[str, int]) -> None:
+    """Each learner's last start began at its checkpoint's version, not at 0."""
+    starts = {}
+    for event in store.events("learner_start"):
+        starts[event["learner_id"]] = event["version"]
+    assert starts == checkpoints
+
+
+def assert_exact_accounting(store, storage) -> None:
+    """Games in acknowledged batches == games stored; acknowledged snapshots == stored ones, all loadable."""
+    from policies.snapshot import policy_from_bytes
+
+    books = ledgers(storage)
+    acked = sum(l["items"] for l in books if not l["source"].startswith("learner:"))
+    acked_ids = sorted(i for l in books if l["source"].startswith("learner:") for i in l["ids"])
+    assert [l["source"] for l in books if l["pending"]] == []
+    assert store.result_count() == acked == store.counters()["games"]
+    assert sorted(a.agent_id for a in store.agents(include_removed=True) if a.learner_id) == acked_ids
+    for agent_id in acked_ids:
+        policy_from_bytes(store.snapshot_blob(agent_id))
+
+
+def _wait_for_progress(proc, lines, timeout=240):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if "pool " in line and "env steps/s" in line and " pool 0 " not in line and "games 0 " not in line:
+            return
+    raise AssertionError("no progress:\n" + "".join(lines))
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_sigkilled_launcher_resumes_from_its_checkpoints_with_exact_accounting(tmp_path):
+    """SIGKILL the launcher mid-run (its local Ray dies with it), then run it again on the same
+    storage: learners continue from their checkpoints, every acknowledged batch and snapshot is
+    there once. Meanwhile a second launcher on that storage stops with one line, untouched."""
+    cmd = [sys.executable, "-m", "actors.launch", "--config", "configs/smoke.yaml", f"run.storage={tmp_path}",
+           "run.max_minutes=5"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        _wait_for_progress(proc, lines)
+        second = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 3, second.stdout + second.stderr
+        err = second.stderr.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"nash-league: storage {tmp_path} is in use by another launcher"), err
+        assert f"pid {proc.pid}" in err[0] and "Started a local Ray" not in second.stdout + second.stderr
+        deadline = time.time() + 120
+        while time.time() < deadline:  # every learner has checkpointed (every 30 s, and after each snapshot)
+            with LeagueStore(tmp_path, create=False) as store:
+                if len(checkpoint_versions(store)) == 3 and min(checkpoint_versions(store).values()) > 0:
+                    break
+            time.sleep(2)
+        time.sleep(3)  # batches and snapshots in flight
+        proc.kill()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with LeagueStore(tmp_path, create=False) as store:
+        checkpoints = checkpoint_versions(store)
+        games_at_kill = store.result_count()
+    assert set(checkpoints) == {"main_agent-0", "main_exploiter-0", "league_exploiter-0"}
+    assert (tmp_path / "ray_session").exists()  # what the next start reaps
+
+    out = subprocess.run([*cmd[:-1], "run.max_minutes=0.5"], cwd=ROOT, env=ENV, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert not (tmp_path / "ray_session").exists()
+    with LeagueStore(tmp_path, create=False) as store:
+        assert store.result_count() > games_at_kill
+        assert_resumed_from(store, checkpoints)
+        assert len(store.events("coordinator_start")) == 2
+        assert_exact_accounting(store, tmp_path)

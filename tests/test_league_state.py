@@ -193,3 +193,23 @@ def test_nash_job_solves_the_current_meta_game_off_the_league(cfg):
     assert state.ids == [a, b, c] and np.allclose(state.weights, 1 / 3, atol=1e-6)
     league.set_nash(state)
     assert league.nash_view().ids == [a, b, c]
+
+
+def test_a_repeated_snapshot_request_gets_the_first_snapshot_back(tmp_path):
+    """A learner killed after the coordinator stored its snapshot, and before it saw the
+    reply, sends the same numbered request again: one snapshot, the same answer."""
+    from league.config import load_config
+    from league.league import League
+    from league.store import LeagueStore
+
+    cfg = load_config("configs/smoke.yaml", [f"run.storage={tmp_path}"])
+    with LeagueStore(tmp_path) as store:
+        league = League(cfg, store)
+        record, reset = league.add_snapshot("main_agent-0", b"weights", 100, {"updates": 1}, request=7)
+        assert league.snapshot_for_request("main_agent-0", 7).agent_id == record.agent_id
+        assert league.snapshot_for_request("main_agent-0", 8) is None
+        assert league.snapshot_for_request("main_exploiter-0", 7) is None
+        restarted = League(cfg, store)
+        again = restarted.snapshot_for_request("main_agent-0", 7)
+        assert (again.agent_id, again.metadata["reset"]) == (record.agent_id, reset)
+        assert len(store.agents()) == 1

@@ -1,0 +1,144 @@
+"""Outbox: a sender's durable record of what it sent and what was acknowledged.
+
+A rollout worker, an evaluator or a learner can be killed at any instant,
+including after the coordinator committed its message and before the reply
+arrived. The outbox makes such a message exactly-once:
+
+1. ``stage(seq, arrays)`` writes the message to ``SOURCE.pending.npz`` before
+   it is sent (numbered by ``next_seq``, so no sequence number is ever reused,
+   not even by a restarted sender);
+2. ``acked(seq, n, ids)`` adds it to the sender's ledger ``SOURCE.json`` (batches,
+   items, ids acknowledged) once the reply came, and drops the pending file;
+3. a restarted sender finds the pending message (``pending()``) and sends it again
+   under the same ``seq``; the coordinator is idempotent per (source, seq), so
+   it is stored once whichever side of the commit the kill fell on.
+
+Files live under ``RUN_STORAGE/outbox/`` and are replaced atomically
+(write + rename), which survives a killed process; they are not fsynced, so a
+power cut may lose the last acknowledgement record (never a stored result).
+The ledger is the senders' own account that tests and ``bench.chaos`` compare
+with the store: items acknowledged == items stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+
+
+def outbox_dir(storage: str | os.PathLike) -> Path:
+    return Path(storage) / "outbox"
+
+
+class Outbox:
+    def __init__(self, storage: str | os.PathLike, source: str):
+        self.source = source
+        folder = outbox_dir(storage)
+        folder.mkdir(parents=True, exist_ok=True)
+        name = quote(source, safe="")
+        self.ledger_path = folder / f"{name}.json"
+        self.pending_path = folder / f"{name}.pending.npz"
+        self.ledger = read_ledger(self.ledger_path) or {"source": source, "seq": 0, "batches": 0, "items": 0, "ids": []}
+        pending = self.pending()
+        if self.ledger["seq"] == 0:
+            # no ledger (first life, or a node without the run's folder): start from the clock,
+            # far above anything a past life of this sender could have used
+            self.ledger["seq"] = int(time.time() * 1000) * 1000
+        if pending is not None:
+            self.ledger["seq"] = max(self.ledger["seq"], pending[0])
+
+    def next_seq(self) -> int:
+        """A sequence number never used before by this source (also across restarts)."""
+        # not persisted here: a number that was sent is either staged (pending) or acknowledged
+        # (in the ledger), and a restarted sender starts above both
+        self.ledger["seq"] += 1
+        return self.ledger["seq"]
+
+    def stage(self, seq: int, arrays: dict[str, Any]) -> None:
+        """Keep a message until it is acknowledged (``arrays``: name -> numpy array or scalar)."""
+        tmp = self.pending_path.with_suffix(".tmp.npz")
+        np.savez(tmp, seq=np.int64(seq), **{k: np.asarray(v) for k, v in arrays.items()})
+        os.replace(tmp, self.pending_path)
+
+    def pending(self) -> tuple[int, dict[str, np.ndarray]] | None:
+        """The staged, unacknowledged message (seq, arrays), if any (never unpickled)."""
+        if not self.pending_path.exists():
+            return None
+        try:
+            with np.load(self.pending_path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):  # unreadable: treated as never sent
+            self.pending_path.unlink(missing_ok=True)
+            return None
+        return int(arrays.pop("seq")), arrays
+
+    def acked(self, seq: int, items: int, ids: list[str] | None = None) -> None:
+        """The coordinator stored message ``seq`` (``items`` results, or snapshot ``ids``)."""
+        pending = self.pending()
+        if pending is None or pending[0] != seq:
+            return  # acknowledged before (a retry of a message already booked)
+        self.ledger["batches"] += 1
+        self.ledger["items"] += int(items)
+        self.ledger["ids"].extend(ids or [])
+        self.ledger["seq"] = max(self.ledger["seq"], seq)
+        self._write_ledger()
+        self.pending_path.unlink(missing_ok=True)
+
+    def drop(self) -> None:
+        """Give up the staged message (the coordinator rejected it as invalid: it is not stored)."""
+        self.pending_path.unlink(missing_ok=True)
+
+    def _write_ledger(self) -> None:
+        tmp = self.ledger_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.ledger))
+        os.replace(tmp, self.ledger_path)
+
+    @property
+    def items(self) -> int:
+        return int(self.ledger["items"])
+
+    # -- result batches (league.messages.ResultBatch) -------------------------------
+    def stage_batch(self, batch) -> None:
+        ids = list(batch.action_counts)
+        self.stage(batch.seq, {"agents": np.array(batch.agents, dtype=str), "a": batch.a, "b": batch.b,
+                               "score": batch.score, "env_steps": np.int64(batch.env_steps),
+                               "count_ids": np.array(ids, dtype=str),
+                               **{f"count_{i}": batch.action_counts[k] for i, k in enumerate(ids)}})
+
+    def pending_batch(self):
+        """The staged result batch (a ``ResultBatch`` under its original seq), if any."""
+        from league.messages import ResultBatch
+
+        pending = self.pending()
+        if pending is None:
+            return None
+        seq, arr = pending
+        counts = {k: arr[f"count_{i}"] for i, k in enumerate(arr["count_ids"].tolist())}
+        return ResultBatch(self.source, seq, tuple(arr["agents"].tolist()), arr["a"], arr["b"], arr["score"],
+                           int(arr["env_steps"]), counts)
+
+
+def read_ledger(path: str | os.PathLike) -> dict[str, Any] | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def ledgers(storage: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every sender's ledger of a run, with ``pending`` True where a message awaits its acknowledgement."""
+    out = []
+    folder = outbox_dir(storage)
+    for path in sorted(folder.glob("*.json")) if folder.exists() else []:
+        ledger = read_ledger(path)
+        if ledger is not None:
+            pending = path.with_name(path.name[: -len(".json")] + ".pending.npz")
+            out.append({**ledger, "pending": pending.exists()})
+    return out
