@@ -236,8 +236,10 @@ class LeagueStore:
             for source, seq, results in batches:
                 if db.execute("SELECT 1 FROM results WHERE source = ? AND seq = ?", (source, seq)).fetchone():
                     continue
+                # n counts games: a row of a summarized batch stands for "games" games
+                games = sum(int(r.get("games", 1)) for r in results)
                 db.execute("INSERT INTO results (source, seq, received_at, n, payload) VALUES (?,?,?,?,?)",
-                           (source, seq, now, len(results), json.dumps(results)))
+                           (source, seq, now, games, json.dumps(results)))
                 new += 1
             if not new:
                 return 0
@@ -268,6 +270,7 @@ class LeagueStore:
         return self._query("SELECT agent_id, rating, games FROM elo")
 
     def result_count(self) -> int:
+        """Games in the stored result batches."""
         return self._query("SELECT coalesce(sum(n), 0) FROM results")[0][0]
 
     def append_elo_history(self, when: float, rows: Iterable[tuple[str, str | None, float]]) -> None:
