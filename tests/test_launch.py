@@ -117,6 +117,18 @@ def assert_exact_accounting(store, storage) -> None:
         policy_from_bytes(store.snapshot_blob(agent_id))
 
 
+def _holders(path: Path) -> list[int]:
+    """Processes that have ``path`` open."""
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if any(os.readlink(fd) == str(path) for fd in (proc / "fd").iterdir()):
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
 def _wait_for_progress(proc, lines, timeout=240):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -153,6 +165,11 @@ def test_sigkilled_launcher_resumes_from_its_checkpoints_with_exact_accounting(t
         time.sleep(3)  # batches and snapshots in flight
         proc.kill()
         proc.wait(timeout=60)
+        # its Ray dies with it, within a few seconds: until then its coordinator may still commit
+        deadline = time.time() + 60
+        while _holders(tmp_path / "league.db") and time.time() < deadline:
+            time.sleep(0.5)
+        assert not _holders(tmp_path / "league.db")
     finally:
         if proc.poll() is None:
             proc.kill()
