@@ -14,11 +14,15 @@ import argparse
 import fcntl
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from actors.outbox import node_run_dir, outbox_dir
+from league.store import db_path
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "kuhn_poker.yaml"
 log = logging.getLogger("actors.launch")
@@ -67,13 +71,17 @@ class StorageInUse(RuntimeError):
 
 
 def lock_storage(storage: str):
-    """Hold an OS lock on ``STORAGE/launcher.lock`` for the life of this process.
+    """Hold an OS lock on the run's ``launcher.lock`` for the life of this process.
 
     Two launchers on one folder would run two coordinators against one SQLite
     file and one set of outboxes. ``flock`` is released by the kernel when the
     process dies, however it dies (SIGKILL too), so a crashed run never leaves a
-    stale lock. Returns the open file; keep it referenced."""
-    path = Path(storage)
+    stale lock. The lock lives in this node's folder for the run
+    (``actors.outbox.node_run_dir``), not in ``run.storage``, which only the
+    coordinator opens. A fresh run (no league in the storage yet) starts with
+    no outboxes: a deleted run's unsent messages must not enter a new league.
+    Returns the open file; keep it referenced."""
+    path = node_run_dir(storage)
     path.mkdir(parents=True, exist_ok=True)
     f = open(path / LOCK_NAME, "a+")
     try:
@@ -88,6 +96,8 @@ def lock_storage(storage: str):
     f.truncate()
     f.write(str(os.getpid()))
     f.flush()
+    if not db_path(storage).exists():
+        shutil.rmtree(outbox_dir(storage), ignore_errors=True)
     return f
 
 
@@ -100,8 +110,9 @@ def reap_leftovers(storage: str) -> int:
     A local Ray shares the launcher's fate: its GCS, raylet and workers die with it,
     but a few helper processes (the dashboard and runtime-env agents) are re-parented
     to init and linger. They are found by their open files in the dead run's session
-    folder, recorded in ``STORAGE/ray_session``; nothing else is touched."""
-    marker = Path(storage) / SESSION_NAME
+    folder, recorded in the run's ``ray_session`` marker (``node_run_dir``); nothing
+    else is touched."""
+    marker = node_run_dir(storage) / SESSION_NAME
     try:
         session = marker.read_text().strip()
     except OSError:
@@ -130,7 +141,7 @@ def record_session(storage: str) -> None:
         session = ray._private.worker._global_node.get_session_dir_path()
     except AttributeError:  # a Ray without this internal: no reaping after a crash
         return
-    (Path(storage) / SESSION_NAME).write_text(str(session))
+    (node_run_dir(storage) / SESSION_NAME).write_text(str(session))
 
 
 class League:
@@ -402,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         targets.clear()
         if not in_cluster:
             ray.shutdown()
-            (Path(cfg.run.storage) / SESSION_NAME).unlink(missing_ok=True)
+            (node_run_dir(cfg.run.storage) / SESSION_NAME).unlink(missing_ok=True)
     return 0
 
 

@@ -13,7 +13,8 @@ arrived. The outbox makes such a message exactly-once:
    under the same ``seq``; the coordinator is idempotent per (source, seq), so
    it is stored once whichever side of the commit the kill fell on.
 
-Files live under ``RUN_STORAGE/outbox/`` and are replaced atomically
+Files live in this node's own folder for the run (:func:`node_run_dir`), never
+inside ``run.storage``, which only the coordinator opens; they are replaced atomically
 (write + rename), which survives a killed process; they are not fsynced, so a
 power cut may lose the last acknowledgement record (never a stored result).
 The ledger is the senders' own account that tests and ``bench.chaos`` compare
@@ -22,8 +23,10 @@ with the store: items acknowledged == items stored.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -33,8 +36,20 @@ from urllib.parse import quote
 import numpy as np
 
 
+def node_run_dir(storage: str | os.PathLike) -> Path:
+    """This node's own folder for the run stored at ``storage`` (senders' outboxes, the
+    launcher's lock and session marker), named after the storage path.
+
+    It lies under the node's temporary directory, not inside ``run.storage``: only the
+    coordinator opens the store's folder, so that on a cluster no other node needs it
+    (docs/cluster.md)."""
+    path = os.path.abspath(os.fspath(storage))
+    key = hashlib.sha1(path.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / "nash-league" / "runs" / f"{Path(path).name}-{key}"
+
+
 def outbox_dir(storage: str | os.PathLike) -> Path:
-    return Path(storage) / "outbox"
+    return node_run_dir(storage) / "outbox"
 
 
 class Outbox:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.outbox import ledgers
+from actors.outbox import ledgers, node_run_dir
 from league.store import LeagueStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -177,12 +177,12 @@ def test_sigkilled_launcher_resumes_from_its_checkpoints_with_exact_accounting(t
         checkpoints = checkpoint_versions(store)
         games_at_kill = store.result_count()
     assert set(checkpoints) == {"main_agent-0", "main_exploiter-0", "league_exploiter-0"}
-    assert (tmp_path / "ray_session").exists()  # what the next start reaps
+    assert (node_run_dir(tmp_path) / "ray_session").exists()  # what the next start reaps
 
     out = subprocess.run([*cmd[:-1], "run.max_minutes=0.5"], cwd=ROOT, env=ENV, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert not (tmp_path / "ray_session").exists()
+    assert not (node_run_dir(tmp_path) / "ray_session").exists()
     with LeagueStore(tmp_path, create=False) as store:
         assert store.result_count() > games_at_kill
         assert_resumed_from(store, checkpoints)
