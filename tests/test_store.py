@@ -3,7 +3,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -88,8 +87,9 @@ def test_sigkill_mid_write_loses_nothing_committed(tmp_path):
     for _ in range(6):
         proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "run"), str(start)],
                                 stdout=subprocess.PIPE, text=True, env=env)
-        deadline = time.time() + rng.uniform(0.3, 1.5)
-        while time.time() < deadline:
+        # kill after a random number of acknowledged batches (not after a time: a loaded machine
+        # may not have started the writer yet), so the kill lands mid-transaction of the next one
+        for _ in range(int(rng.integers(5, 40))):
             line = proc.stdout.readline()
             if not line:
                 break
@@ -109,7 +109,7 @@ def test_sigkill_mid_write_loses_nothing_committed(tmp_path):
             assert stored == 8 * (len(acked) + len(unprinted))
             assert {f"x-v{i}" for i in acked if i % 7 == 0} <= {a.agent_id for a in s.agents()}
             start = last + 1000
-    assert len(acked) > 20
+    assert len(acked) >= 6 * 5
 
 
 def test_latest_measurement_is_the_newest_of_its_kind(tmp_path):
