@@ -78,6 +78,17 @@ class VectorGame:
         illegal action."""
         raise NotImplementedError
 
+    def _integer_actions(self, actions) -> np.ndarray:
+        """``actions`` as an (E, 2) int64 array; ValueError on another shape or a non-integer dtype
+        (the check every adapter's ``step`` starts with)."""
+        acts = np.asarray(actions)
+        E = self.num_envs
+        if acts.shape != (E, 2):
+            raise ValueError(f"{self.name}: actions must have shape ({E}, 2), got {acts.shape}")
+        if acts.dtype.kind not in "iu":
+            raise ValueError(f"{self.name}: actions must be integers, got dtype {acts.dtype}")
+        return acts.astype(np.int64, copy=False)
+
 
 def utility_range(game: VectorGame) -> tuple[float, float]:
     """Smallest and largest return a seat can get in ``game``."""

@@ -132,12 +132,8 @@ class MatrixGame(VectorGame):
         return obs, mask
 
     def step(self, actions: np.ndarray) -> StepResult:
-        acts = np.asarray(actions)
+        acts = self._integer_actions(actions)
         E = self.num_envs
-        if acts.shape != (E, 2):
-            raise ValueError(f"{self.name}: actions must have shape ({E}, 2), got {acts.shape}")
-        if acts.dtype.kind not in "iu":
-            raise ValueError(f"{self.name}: actions must be integers, got dtype {acts.dtype}")
         for seat in (0, 1):
             col = acts[:, seat]
             bad = (col < 0) | (col >= self.payoff.shape[seat])

@@ -292,13 +292,7 @@ class OpenSpielGame(VectorGame):
 
     # ------------------------------------------------------------------- step
     def _validate(self, actions) -> np.ndarray:
-        acts = np.asarray(actions)
-        E = self.num_envs
-        if acts.shape != (E, 2):
-            raise ValueError(f"{self.name}: actions must have shape ({E}, 2), got {acts.shape}")
-        if acts.dtype.kind not in "iu":
-            raise ValueError(f"{self.name}: actions must be integers, got dtype {acts.dtype}")
-        acts = acts.astype(np.int64, copy=False)
+        acts = self._integer_actions(actions)
         movers = self._movers
         wrong_idle = ~movers & (acts != NO_ACTION)
         if wrong_idle.any():

@@ -177,13 +177,8 @@ class PettingZooGame(VectorGame):
 
     # ------------------------------------------------------------------- step
     def _validate(self, actions) -> np.ndarray:
-        acts = np.asarray(actions)
+        acts = self._integer_actions(actions)
         E = self.num_envs
-        if acts.shape != (E, 2):
-            raise ValueError(f"{self.name}: actions must have shape ({E}, 2), got {acts.shape}")
-        if acts.dtype.kind not in "iu":
-            raise ValueError(f"{self.name}: actions must be integers, got dtype {acts.dtype}")
-        acts = acts.astype(np.int64, copy=False)
         rows = np.arange(E)
         idle = acts[rows, 1 - self._cur]
         if (idle != NO_ACTION).any():
