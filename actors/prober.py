@@ -14,8 +14,10 @@ so its share of the machine is a probe's duration over ``probe_every_seconds``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+from typing import Any
 
 import ray
 import torch
@@ -35,6 +37,11 @@ class ProberImpl:
         self.seed = int(seed)
         self._stop = threading.Event()
         self.probes = 0
+        self.rounds = 0
+
+    def get_stats(self) -> dict[str, Any]:
+        """This life's work, as ``Evaluator.get_stats``: loop rounds (idle ones too) and probes done."""
+        return {"pid": os.getpid(), "rounds": self.rounds, "probes": self.probes}
 
     def stop(self) -> None:
         self._stop.set()
@@ -64,6 +71,7 @@ class ProberImpl:
         every = self.cfg.evaluator.probe_every_seconds
         next_at = time.time() + every
         while not self._stop.wait(timeout=max(0.0, min(1.0, next_at - time.time()))):
+            self.rounds += 1
             if time.time() < next_at:
                 continue
             try:
