@@ -78,6 +78,16 @@ class VectorGame:
         illegal action."""
         raise NotImplementedError
 
+    def _observed_envs(self, seat: int, envs) -> np.ndarray:
+        """The environment indices ``observe`` was asked for (all when None), checked, with
+        ``seat``; ValueError on a bad seat or an index out of range."""
+        if seat not in (0, 1):
+            raise ValueError(f"seat must be 0 or 1, got {seat!r}")
+        idx = np.arange(self.num_envs) if envs is None else np.asarray(envs, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.num_envs):
+            raise ValueError(f"env indices must lie in [0, {self.num_envs}), got {idx.tolist()}")
+        return idx
+
     def _integer_actions(self, actions) -> np.ndarray:
         """``actions`` as an (E, 2) int64 array; ValueError on another shape or a non-integer dtype
         (the check every adapter's ``step`` starts with)."""

@@ -253,11 +253,7 @@ class OpenSpielGame(VectorGame):
         return self._movers.copy()
 
     def observe(self, seat: int, envs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        if seat not in (0, 1):
-            raise ValueError(f"seat must be 0 or 1, got {seat!r}")
-        idx = np.arange(self.num_envs) if envs is None else np.asarray(envs, dtype=np.int64).reshape(-1)
-        if idx.size and (idx.min() < 0 or idx.max() >= self.num_envs):
-            raise ValueError(f"env indices must lie in [0, {self.num_envs}), got {idx.tolist()}")
+        idx = self._observed_envs(seat, envs)
         buf = self._obs[seat]
         fresh = self._obs_fresh[seat]
         stale = idx[~fresh[idx]]
