@@ -229,6 +229,11 @@ class LeagueCoordinatorImpl:
                                                "step": int(step)})
         return True
 
+    async def learner_event(self, learner_id: str, kind: str, data: dict | None = None) -> bool:
+        """Something a learner wants on the run's record (e.g. an update its shaper made it skip)."""
+        self.store.add_event(str(kind), {"learner_id": str(learner_id), **(data or {})})
+        return True
+
     # -- evaluators -----------------------------------------------------------
     @timed
     async def evaluation_pairs(self, n: int, unmeasured_only: bool = False) -> list[tuple[str, str]]:

@@ -24,7 +24,8 @@ import torch
 
 from actors.outbox import Outbox
 from league.config import Config, ConfigError, from_dict
-from league.messages import LearnerAck, WeightsReply
+from league.messages import EpisodeGroups, LearnerAck, WeightsReply
+from league.objectives import LearnerObjective, ShaperError
 from league.seeds import seed_int
 from monitoring.metrics import LeagueMetrics
 from policies.device import resolve_device
@@ -37,18 +38,7 @@ from policies.snapshot import (learner_magnet_from_bytes, learner_state_from_byt
 log = logging.getLogger(__name__)
 
 CHECKPOINT_EVERY_SECONDS = 30.0
-
-
-def ppo_config(cfg: Config) -> PPOConfig:
-    """The PPO hyperparameters of ``cfg.ppo``; unknown keys name ``ppo.KEY``."""
-    try:
-        return from_dict(PPOConfig, cfg.ppo, "ppo")
-    except ConfigError:
-        raise
-    except ValueError as exc:  # PPOConfig's own range checks: "invalid value for lr, clip: ..."
-        text = str(exc)
-        names = text.split("invalid value for ", 1)[-1].split(":", 1)[0].split(", ")
-        raise ConfigError(f"ppo.{names[0]}", text) from None
+OBJECTIVE_RECORD_SECONDS = 10.0  # how often a learner's novelty and reward gap go to the store (the report)
 
 
 class LearnerImpl:
@@ -70,7 +60,13 @@ class LearnerImpl:
         self.step = 0
         self.updates = 0
         self.buffer: list[Rollout] = []
+        self.group_buffer: list[EpisodeGroups] = []  # the buffer's groups (objective.k_opponents, shaper)
         self.buffered = 0
+        self.objective = cfg.role(role).objective
+        self.shaping = LearnerObjective(self.objective, seed_int(cfg.run.seed, "learner", learner_id, "novelty"))
+        self.skipped_updates = 0
+        self.last_shaper_error: str | None = None
+        self._last_objective_record = 0.0
         self.snapshots_acked: list[str] = []  # ids the coordinator stored (this life)
         self.last_stats: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -81,6 +77,7 @@ class LearnerImpl:
                 checkpoint.state, lambda m: make_optimizer(m.to(self.device), self.ppo))
             self.version = int(extra.get("version", checkpoint.version))
             self.step = int(extra.get("step", checkpoint.step))
+            self.shaping.restore(extra.get("shaper_state"))
             log.info("%s resumed at version %d, step %d", learner_id, self.version, self.step)
         log.info("%s trains on %s", learner_id, self.device)
         # magnet-regularised PPO (policies.ppo): the magnet starts at the policy and follows it
@@ -110,11 +107,12 @@ class LearnerImpl:
         version, blob = self._weights
         return WeightsReply(version, None if version == known_version else blob)
 
-    def submit(self, rollout: Rollout) -> LearnerAck:
+    def submit(self, rollout: Rollout, groups: EpisodeGroups | None = None) -> LearnerAck:
         """Take a batch of this learner's transitions; train when enough are buffered.
 
-        Returns after the batch is ingested (and any update it triggered ran):
-        a worker that waits on this call before sending more is backpressured.
+        A learner whose role plays in groups (``objective``) takes them with their
+        ``EpisodeGroups``. Returns after the batch is ingested (and any update it
+        triggered ran): a worker that waits on this call before sending more is backpressured.
         """
         if not isinstance(rollout, Rollout):
             raise ValueError(f"submit takes a policies.rollout.Rollout, got {type(rollout).__name__}")
@@ -122,16 +120,51 @@ class LearnerImpl:
         batch.__post_init__()  # dtypes and lengths, as a sender outside this process may not have checked them
         if batch.obs.shape[1:] != (self.spec.obs_size,) or batch.mask.shape[1:] != (self.spec.num_actions,):
             raise ValueError(f"rollout shapes {batch.obs.shape}/{batch.mask.shape} do not fit the policy")
+        if self.objective.grouped:
+            self._check_groups(batch, groups)
+        elif groups is not None:
+            raise ValueError(f"{self.learner_id} does not play in groups (objective.k_opponents 1, no shaper)")
         with self._lock:
+            if groups is not None:
+                self.group_buffer.append(groups)
             self.buffer.append(batch)
             self.buffered += len(batch)
             if self.buffered >= self.cfg.rollout.steps_per_batch:
                 self._update()
             return LearnerAck(self.version, self.step)
 
+    def _check_groups(self, rollout: Rollout, groups) -> None:
+        if not isinstance(groups, EpisodeGroups):
+            raise ValueError(f"{self.learner_id} plays in groups of {self.objective.k_opponents}: submit takes "
+                             f"the rollout with its league.messages.EpisodeGroups, got {type(groups).__name__}")
+        if groups.k != self.objective.k_opponents:
+            raise ValueError(f"groups of {groups.k} episodes, {self.learner_id} plays {self.objective.k_opponents}")
+        if groups.episodes != rollout.num_episodes:
+            raise ValueError(f"groups name {groups.episodes} played episodes, the rollout holds {rollout.num_episodes}")
+        if not np.array_equal(groups.acted[groups.played], np.broadcast_to(groups.version[:, None],
+                                                                            groups.played.shape)[groups.played]):
+            raise ValueError("a group's episodes were played by another version than the group's")
+        if not np.allclose(groups.outcomes[groups.played], rollout.episode_returns(), atol=1e-4):
+            raise ValueError("the groups' outcomes are not the rollout's episode returns")
+
+    def buffered_groups(self) -> list[EpisodeGroups]:
+        """Groups received and not yet trained on (they reach the shaper with the next update)."""
+        with self._lock:
+            return list(self.group_buffer)
+
     def _update(self) -> None:
         data = Rollout.concat(self.buffer)
-        self.buffer, self.buffered = [], 0
+        parts = self.group_buffer
+        self.buffer, self.buffered, self.group_buffer = [], 0, []
+        try:
+            data = self._objective(data, parts)
+        except ShaperError as exc:
+            # that update only: the data is dropped, the policy and the shaper's state stay as they were
+            self.skipped_updates += 1
+            self.last_shaper_error = str(exc)
+            log.error("%s skipped an update: %s", self.learner_id, exc)
+            self.coordinator.learner_event.remote(self.learner_id, "shaper_error", {"error": str(exc)[:1000]})
+            return
         self.last_stats = ppo_update(self.model, self.optimizer, data, self.ppo, magnet=self.magnet)
         if self.magnet is not None:
             pull_magnet(self.magnet, self.model, self.ppo.magnet_rate)
@@ -148,6 +181,21 @@ class LearnerImpl:
             self._snapshot()
         if time.time() - self._last_checkpoint > CHECKPOINT_EVERY_SECONDS:
             self._checkpoint()
+
+    def _objective(self, data: Rollout, parts: list[EpisodeGroups]) -> Rollout:
+        """The rollout to train on (league.objectives.LearnerObjective), and its metrics."""
+        data = self.shaping.prepare(data, parts)
+        stats = self.shaping.stats
+        for name in ("outcome_novelty", "reward_gap"):
+            self.metrics.set(name, stats[name], learner=self.learner_id, role=self.role)
+        now = time.time()
+        if now - self._last_objective_record >= OBJECTIVE_RECORD_SECONDS:
+            self._last_objective_record = now
+            self.coordinator.record_measurement.remote(
+                "objective", stats["outcome_novelty"],
+                {"learner": self.learner_id, "role": self.role, **stats, "skipped_updates": self.skipped_updates,
+                 "k_opponents": self.objective.k_opponents, "shaper": self.objective.shaper})
+        return data
 
     def _snapshot(self) -> None:
         blob, metadata = policy_to_bytes(self.model), {"updates": self.updates}
@@ -179,8 +227,13 @@ class LearnerImpl:
         log.info("%s reset (%s)", self.learner_id, reset_to or "fresh initialisation")
 
     def _checkpoint(self) -> None:
-        blob = learner_state_to_bytes(self.model, self.optimizer, {"version": self.version, "step": self.step},
-                                      magnet=self.magnet)
+        extra = {"version": self.version, "step": self.step}
+        if self.shaping.shaper is not None:
+            try:
+                extra["shaper_state"] = self.shaping.saved_state()
+            except ShaperError as exc:
+                log.error("%s: %s (checkpointed without it)", self.learner_id, exc)
+        blob = learner_state_to_bytes(self.model, self.optimizer, extra, magnet=self.magnet)
         ray.get(self.coordinator.save_checkpoint.remote(self.learner_id, self.version, self.step, blob))
         self._last_checkpoint = time.time()
 
@@ -193,7 +246,8 @@ class LearnerImpl:
     def info(self) -> dict[str, Any]:
         return {"learner_id": self.learner_id, "role": self.role, "version": self.version, "step": self.step,
                 "device": str(self.device), "snapshots_acked": list(self.snapshots_acked), "pid": os.getpid(),
-                "updates": self.updates, **{f"loss_{k}": v for k, v in self.last_stats.items()}}
+                "updates": self.updates, "skipped_updates": self.skipped_updates,
+                "last_shaper_error": self.last_shaper_error, **self.shaping.stats, **{f"loss_{k}": v for k, v in self.last_stats.items()}}
 
 
 # Threaded so that get_weights answers while an update runs (torch frees the GIL).

@@ -7,6 +7,14 @@ that is refilled asynchronously. The learner's transitions of finished
 episodes go to the learner in batches, with at most
 ``rollout.max_inflight_batches`` unacknowledged (backpressure); outcomes go to
 the coordinator in numbered batches (idempotent on retry).
+
+With ``objective.k_opponents`` > 1 or a reward shaper (league.objectives), the
+learner's episodes are played in groups of k: a new episode joins the open
+group (k opponents drawn at once, the learner version of that moment) and is
+played by that version's policy, kept while any group plays it. A group's
+games are reported, and its transitions sent with its ``EpisodeGroups``, only
+when all k episodes finished; a group unfinished when the loop stops or the
+worker dies is neither reported nor sent, so no group arrives in part.
 """
 
 from __future__ import annotations
@@ -24,7 +32,9 @@ from actors.opponents import InProcessOpponents
 from actors.outbox import Outbox
 from envs import make_game
 from league.config import Config
-from league.messages import MatchAssignments, ResultBatch, WeightsReply
+from league.league import learner_ids
+from league.messages import EpisodeGroups, MatchAssignments, ResultBatch, WeightsReply
+from league.objectives import CompletedGroup, GroupBook
 from league.seeds import generator, seed_int, seed_sequence
 from policies.rollout import Decisions, EpisodeRecorder, Rollout, TwoSeatPlay
 from policies.snapshot import policy_from_bytes
@@ -82,6 +92,12 @@ class Lane:
         self.theirs_actions = np.zeros(0, dtype=np.int64)
         self.frozen = np.zeros(0, dtype=np.int64)  # rows of ``theirs`` whose actions the pending request brings
         self.pending = None  # opponent inference in flight
+        # grouped play (objective.k_opponents): each env's group, slot in it, the version playing it,
+        # and the version that made the running episode's decisions (-1 none yet, -2 mixed)
+        self.group = np.zeros(E, dtype=np.int64)
+        self.slot = np.zeros(E, dtype=np.int64)
+        self.version = np.zeros(E, dtype=np.int64)
+        self.acted = np.full(E, -1, dtype=np.int64)
 
 
 class RolloutWorkerImpl:
@@ -125,6 +141,11 @@ class RolloutWorkerImpl:
         self.stats = {"env_steps": 0, "episodes": 0, "submitted": 0, "branches": {}, "first_seq": first,
                       "last_acked_seq": None, "results_acked": 0, "games_acked": 0}
         self._pending_refresh: list = []
+        role = learner_ids(cfg).get(learner_id)
+        objective = cfg.role(role).objective if role is not None else None
+        self.grouped = objective is not None and objective.grouped
+        self.k = objective.k_opponents if self.grouped else 1
+        self._held: dict[int, Any] = {}  # learner version -> policy, while a group plays it (grouped play)
 
     # -- weights -------------------------------------------------------------
     def _refresh(self, learner_id: str, block: bool) -> None:
@@ -207,14 +228,21 @@ class RolloutWorkerImpl:
         self._pending_matches = None
         self._want = max(sum(l.game.num_envs for l in self.lanes), cfg.matches_per_request)
         self._next_episode = 0
+        # group ids never reused, also by a restarted worker (numbered from the clock, in microseconds)
+        self.groups = GroupBook(self.k, time.time_ns() // 1000) if self.grouped else None
+        self._held = {}
         for lane in self.lanes:
             E = lane.game.num_envs
-            lane.opp[:], lane.opp_live[:] = self._next_matches(E)
+            if self.groups is None:
+                lane.opp[:], lane.opp_live[:] = self._next_matches(E)
+            else:
+                self._start_groups(lane, np.arange(E))
             lane.episode[:] = np.arange(self._next_episode, self._next_episode + E)
             self._next_episode += E
             lane.decisions[:] = 0
             lane.pending, lane.prepared = None, False
         self._recorder = EpisodeRecorder()
+        self._completed: list[CompletedGroup] = []  # groups whose transitions are in the recorder, in order
         self._results = ResultColumns()
         self._action_counts = np.zeros(self.num_actions)
         self._env_steps = 0
@@ -238,6 +266,8 @@ class RolloutWorkerImpl:
         for lane in self.lanes:
             if lane.prepared:
                 self._finish(lane)
+        if self.grouped:  # every complete group reaches the learner as well as the coordinator
+            inflight = self._submit(self._recorder.take(), inflight, cfg.max_inflight_batches)
         # flush: everything finished reaches the coordinator before run() returns
         report_ref = self._report(report_ref)
         if report_ref is not None:
@@ -255,7 +285,10 @@ class RolloutWorkerImpl:
         lane.mine, lane.theirs = mine, theirs
         lane.mine_actions = np.zeros(0, dtype=np.int64)
         if len(mine):
-            a, logp, v = self.live[self.learner_id][1].act(mine.obs, mine.mask, generator=self.rng)
+            if self.groups is None:
+                a, logp, v = self.live[self.learner_id][1].act(mine.obs, mine.mask, generator=self.rng)
+            else:
+                a, logp, v = self._act_by_version(lane, mine)
             lane.mine_actions = a
             self._recorder.add(lane.episode[mine.rows], mine.obs, mine.mask, a, logp, v)
             self._action_counts += np.bincount(a, minlength=self.num_actions)
@@ -277,6 +310,45 @@ class RolloutWorkerImpl:
             lane.pending = self.opponents.submit([self._names[c] for c in used.tolist()], local.reshape(-1),
                                                  theirs.obs[lane.frozen], theirs.mask[lane.frozen])
 
+    def _act_by_version(self, lane: Lane, mine: Decisions):
+        """The learner's actions, each env's by the policy version its group plays."""
+        versions = lane.version[mine.rows]
+        used = np.unique(versions).tolist()
+        if len(used) == 1:
+            a, logp, v = self._held[used[0]].act(mine.obs, mine.mask, generator=self.rng)
+        else:
+            a = np.zeros(len(mine), dtype=np.int64)
+            logp, v = np.zeros(len(mine), dtype=np.float32), np.zeros(len(mine), dtype=np.float32)
+            for version in used:
+                sel = np.flatnonzero(versions == version)
+                a[sel], logp[sel], v[sel] = self._held[version].act(mine.obs[sel], mine.mask[sel], generator=self.rng)
+        acted = lane.acted[mine.rows]
+        lane.acted[mine.rows] = np.where(acted == -1, versions, np.where(acted == versions, acted, -2))
+        return a, logp, v
+
+    def _start_groups(self, lane: Lane, rows: np.ndarray) -> None:
+        """New episodes in ``rows`` join groups (league.objectives.GroupBook)."""
+        version, model = self.live[self.learner_id]
+        self._held.setdefault(version, model)
+        gid, slot, codes, live, ver = self.groups.start(len(rows), self._next_matches, version)
+        lane.group[rows], lane.slot[rows], lane.opp[rows], lane.opp_live[rows] = gid, slot, codes, live
+        lane.version[rows], lane.acted[rows] = ver, -1
+        if len(self._held) > 1:
+            keep = self.groups.versions() | {version}
+            self._held = {v: m for v, m in self._held.items() if v in keep}
+
+    def _take_groups(self) -> EpisodeGroups:
+        done, self._completed = self._completed, []
+        used = sorted({c for g in done for c in g.codes.tolist()})
+        local = {c: i for i, c in enumerate(used)}
+        k = self.k
+        return EpisodeGroups(self.worker_id, np.array([g.group_id for g in done], dtype=np.int64),
+                             np.array([g.version for g in done], dtype=np.int64), tuple(self._names[c] for c in used),
+                             np.array([[local[c] for c in g.codes.tolist()] for g in done], dtype=np.int64).reshape(-1, k),
+                             np.array([g.returns for g in done], dtype=np.float64).reshape(-1, k),
+                             np.array([g.decisions > 0 for g in done], dtype=bool).reshape(-1, k),
+                             np.array([g.acted for g in done], dtype=np.int64).reshape(-1, k))
+
     def _live_actions(self, agent_id: str, obs, mask) -> np.ndarray:
         if agent_id not in self.live:
             self._refresh(agent_id, block=True)
@@ -296,14 +368,25 @@ class RolloutWorkerImpl:
         if not len(done):
             return
         rows = done.rows
-        self._results.add(lane.opp[rows], done.scores)
-        played = lane.decisions[rows] > 0
-        self._recorder.finish(lane.episode[rows][played], done.returns[played], lane.decisions[rows][played])
+        if self.groups is None:
+            self._results.add(lane.opp[rows], done.scores)
+            played = lane.decisions[rows] > 0
+            self._recorder.finish(lane.episode[rows][played], done.returns[played], lane.decisions[rows][played])
+        else:
+            for group in self.groups.finish(lane.group[rows], lane.slot[rows], lane.episode[rows], done.returns,
+                                            done.scores, lane.decisions[rows], lane.acted[rows]):
+                played = group.decisions > 0
+                self._recorder.finish(group.episodes[played], group.returns[played], group.decisions[played])
+                self._results.add(group.codes, group.scores)
+                self._completed.append(group)
         lane.decisions[rows] = 0
         lane.episode[rows] = np.arange(self._next_episode, self._next_episode + rows.size)
         self._next_episode += rows.size
         lane.play.seat[rows] = self.rng.integers(0, 2, size=rows.size)
-        lane.opp[rows], lane.opp_live[rows] = self._next_matches(rows.size)
+        if self.groups is None:
+            lane.opp[rows], lane.opp_live[rows] = self._next_matches(rows.size)
+        else:
+            self._start_groups(lane, rows)
         self.stats["episodes"] += int(rows.size)
 
     def _submit(self, rollout: Rollout | None, inflight: list, limit: int) -> list:
@@ -313,7 +396,10 @@ class RolloutWorkerImpl:
             ready, inflight = ray.wait(inflight, num_returns=1)
             if ray.get(ready[0]).version != self.live[self.learner_id][0]:
                 self._refresh(self.learner_id, block=False)
-        inflight.append(self.learners[self.learner_id].submit.remote(rollout))
+        if self.grouped:
+            inflight.append(self.learners[self.learner_id].submit.remote(rollout, self._take_groups()))
+        else:
+            inflight.append(self.learners[self.learner_id].submit.remote(rollout))
         self.stats["submitted"] += len(rollout)
         done, inflight = ray.wait(inflight, num_returns=len(inflight), timeout=0)
         for ref in done:

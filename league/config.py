@@ -41,6 +41,36 @@ class GameConfig:
 
 
 @dataclass
+class ObjectiveConfig:
+    """What a learner's update optimises (league.objectives): its episodes in groups of
+    ``k_opponents`` (one against each of k opponents drawn by the role's rule, one policy
+    version), and a reward ``shaper`` ("novelty", "diversity" or "package.module:function")
+    that turns each group's outcomes into the rewards to train on; ``params`` go to it."""
+
+    k_opponents: int = 1
+    shaper: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self, key: str) -> None:
+        if self.k_opponents < 1:
+            raise ConfigError(f"{key}.k_opponents", f"must be >= 1, got {self.k_opponents}")
+        if self.shaper is not None:
+            from league.objectives import ShaperError, resolve_shaper
+
+            try:
+                resolve_shaper(self.shaper, self.params)
+            except ShaperError as exc:
+                raise ConfigError(f"{key}.shaper", str(exc)) from None
+            except ValueError as exc:  # a shipped shaper's own check of its params
+                raise ConfigError(f"{key}.params", str(exc)) from None
+
+    @property
+    def grouped(self) -> bool:
+        """Episodes travel in groups (k > 1, or any shaper): otherwise today's plain stream."""
+        return self.k_opponents > 1 or self.shaper is not None
+
+
+@dataclass
 class RoleConfig:
     """Matchmaking, snapshot and reset rules of one role (AlphaStar defaults)."""
 
@@ -64,6 +94,7 @@ class RoleConfig:
     min_games_for_snapshot: float = 20.0
     reset_probability: float = 0.0
     reset_to: str | None = None
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
 
     def validate(self, key: str) -> None:
         if self.count < 0:
@@ -81,6 +112,7 @@ class RoleConfig:
         _positive(f"{key}.snapshot_every_steps", self.snapshot_every_steps)
         _nonneg(f"{key}.min_steps_before_snapshot", self.min_steps_before_snapshot)
         _nonneg(f"{key}.pfsp_exponent", self.pfsp_exponent)
+        self.objective.validate(f"{key}.objective")
 
 
 def _main_agent() -> RoleConfig:

@@ -14,6 +14,7 @@ long-running receiver stays up.
     Learner       --add_snapshot(...)---------------> Coordinator -> SnapshotReply
     RolloutWorker --get_weights(version)------------> Learner     -> WeightsReply
     RolloutWorker --submit(policies.rollout.Rollout)> Learner     -> LearnerAck
+    RolloutWorker --submit(Rollout, EpisodeGroups)--> Learner     -> LearnerAck  (objective.k_opponents, shaper)
     anyone        --nash()--------------------------> Coordinator -> NashView  (GET /nash is its to_dict)
 
 A result batch is idempotent per ``(source, seq)``: a retry after a lost reply
@@ -134,6 +135,69 @@ class ResultBatch:
     def results(self) -> list[Result]:
         names = self.agents
         return [Result(names[i], names[j], s) for i, j, s in zip(self.a.tolist(), self.b.tolist(), self.score.tolist())]
+
+
+@dataclass(frozen=True)
+class EpisodeGroups:
+    """Complete groups of k episodes (league.objectives) that came with a rollout, as columns.
+
+    Group ``g`` (id ``ids[g]`` of ``source``) played learner version ``version[g]``;
+    its episode ``i`` was against ``opponents[opponent[g, i]]``, the learner's return
+    was ``outcomes[g, i]``, and ``played[g, i]`` says the learner had decisions in it
+    (its transitions are in the rollout: the played episodes, group by group, slot by
+    slot, are the rollout's episodes in order). ``acted[g, i]`` is the version whose
+    policy made those decisions (-1 none), the same as ``version[g]`` by construction.
+    """
+
+    source: str
+    ids: np.ndarray  # (G,) int64
+    version: np.ndarray  # (G,) int64
+    opponents: tuple[str, ...]
+    opponent: np.ndarray  # (G, k) int64
+    outcomes: np.ndarray  # (G, k) float64
+    played: np.ndarray  # (G, k) bool
+    acted: np.ndarray  # (G, k) int64
+
+    def __post_init__(self):
+        if not isinstance(self.source, str) or not self.source:
+            raise ValueError("episode groups: 'source' must be a non-empty string")
+        if not isinstance(self.opponents, tuple) or not all(isinstance(x, str) for x in self.opponents):
+            raise ValueError("episode groups: 'opponents' must be a tuple of agent ids")
+        try:
+            cols = {"ids": np.asarray(self.ids, dtype=np.int64).reshape(-1),
+                    "version": np.asarray(self.version, dtype=np.int64).reshape(-1),
+                    "opponent": np.asarray(self.opponent, dtype=np.int64),
+                    "outcomes": np.asarray(self.outcomes, dtype=np.float64),
+                    "played": np.asarray(self.played, dtype=bool), "acted": np.asarray(self.acted, dtype=np.int64)}
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"episode groups: columns must be numeric ({exc})") from None
+        G = len(cols["ids"])
+        if len(cols["version"]) != G:
+            raise ValueError("episode groups: 'ids' and 'version' must have one entry per group")
+        shape = cols["opponent"].shape
+        if len(shape) != 2 or shape[0] != G or shape[1] < 1:
+            raise ValueError(f"episode groups: 'opponent' must be (groups, k), got shape {shape}")
+        for name in ("outcomes", "played", "acted"):
+            if cols[name].shape != shape:
+                raise ValueError(f"episode groups: '{name}' must have the shape of 'opponent' {shape}")
+        if G and (cols["opponent"].min() < 0 or cols["opponent"].max() >= len(self.opponents)):
+            raise ValueError("episode groups: 'opponent' must index 'opponents'")
+        if not np.all(np.isfinite(cols["outcomes"])):
+            raise ValueError("episode groups: 'outcomes' must be finite")
+        for name, value in cols.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def k(self) -> int:
+        return int(self.opponent.shape[1])
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def episodes(self) -> int:
+        """Episodes with the learner's decisions: the rollout's episode count."""
+        return int(self.played.sum())
 
 
 @dataclass(frozen=True)

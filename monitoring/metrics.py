@@ -47,6 +47,11 @@ class LeagueMetrics:
                                       ("learner", "role")),
             "policy_version": Gauge("league_policy_version", "A learner's published policy version", ("learner", "role")),
             "loss": Gauge("league_learner_loss", "Last PPO losses of a learner", ("learner", "kind")),
+            "outcome_novelty": Gauge("league_outcome_novelty",
+                                     "Mean distance of a learner's outcome vectors (its returns against k opponents) "
+                                     "in its last update to the nearest of earlier updates", ("learner", "role")),
+            "reward_gap": Gauge("league_reward_gap", "Mean shaped minus raw return per episode of a learner's last "
+                                "update (0 without a reward shaper)", ("learner", "role")),
             "diversity": Gauge("league_diversity_score", "Mean pairwise cosine distance of behaviour embeddings"),
             "request_seconds": Histogram("league_coordinator_request_seconds", "Coordinator request latency",
                                          LATENCY_BUCKETS, ("method",)),

@@ -78,6 +78,20 @@ class Rollout:
         csum = np.concatenate([[0.0], np.cumsum(self.rewards, dtype=np.float64)])
         return csum[ends + 1] - csum[starts]
 
+    def slice(self, start: int, stop: int) -> "Rollout":
+        """Transitions ``start:stop`` (views, not copies)."""
+        return Rollout(**{f.name: getattr(self, f.name)[start:stop] for f in fields(self)})
+
+    def with_episode_rewards(self, rewards: np.ndarray) -> "Rollout":
+        """A copy whose episode ``j`` gets reward ``rewards[j]`` on its last decision and 0 before it
+        (a shaped reward in place of the terminal return)."""
+        rewards = np.asarray(rewards, dtype=np.float64).reshape(-1)
+        if len(rewards) != self.num_episodes:
+            raise ValueError(f"{len(rewards)} rewards for {self.num_episodes} episodes")
+        new = np.zeros(len(self), dtype=np.float32)
+        new[self.dones] = rewards
+        return Rollout(**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "rewards"}, rewards=new)
+
     @classmethod
     def empty(cls, obs_size: int, num_actions: int) -> "Rollout":
         return cls(

@@ -23,7 +23,7 @@ EXPORTED = {
     "ray_league_pool_size", "ray_league_nash_entropy", "ray_league_meta_exploitability", "ray_league_nash_weight",
     "ray_league_elo", "ray_league_win_rate_vs_nash", "ray_league_policy_version", "ray_league_learner_loss",
     "ray_league_diversity_score", "ray_league_nash_support_size", "ray_league_exact_nash_conv",
-    "ray_league_probe_br_return",
+    "ray_league_probe_br_return", "ray_league_outcome_novelty", "ray_league_reward_gap",
     # histograms
     "ray_league_coordinator_request_seconds_bucket", "ray_league_nash_solve_seconds_bucket",
     "ray_league_opponent_inference_seconds_bucket", "ray_league_opponent_batch_size_bucket",
@@ -37,6 +37,7 @@ LABELS = {
     "ray_league_learner_loss": {"learner", "kind"}, "ray_league_coordinator_request_seconds_bucket": {"method", "le"},
     "ray_league_nash_solve_seconds_bucket": {"le"}, "ray_league_opponent_inference_seconds_bucket": {"le"},
     "ray_league_opponent_batch_size_bucket": {"le"}, "ray_league_probe_br_return": {"bound"},
+    "ray_league_outcome_novelty": {"learner", "role"}, "ray_league_reward_gap": {"learner", "role"},
 }
 RAY_LABELS = {"SessionName", "instance", "job", "NodeAddress", "WorkerId", "Component", "Version"}
 PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless",
