@@ -41,6 +41,18 @@ CHECKPOINT_EVERY_SECONDS = 30.0
 OBJECTIVE_RECORD_SECONDS = 10.0  # how often a learner's novelty and reward gap go to the store (the report)
 
 
+def ppo_config(cfg: Config) -> PPOConfig:
+    """The PPO hyperparameters of ``cfg.ppo``; unknown keys name ``ppo.KEY``."""
+    try:
+        return from_dict(PPOConfig, cfg.ppo, "ppo")
+    except ConfigError:
+        raise
+    except ValueError as exc:  # PPOConfig's own range checks: "invalid value for lr, clip: ..."
+        text = str(exc)
+        names = text.split("invalid value for ", 1)[-1].split(":", 1)[0].split(", ")
+        raise ConfigError(f"ppo.{names[0]}", text) from None
+
+
 class LearnerImpl:
     def __init__(self, learner_id: str, role: str, cfg: Config, obs_size: int, num_actions: int, coordinator):
         torch.set_num_threads(1)

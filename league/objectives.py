@@ -59,6 +59,8 @@ class Group:
     ``trajectories[i]``: the learner's decisions of that episode (a
     ``policies.rollout.Rollout`` with one episode), None when the learner had
     no decision in it (it is scored, and its shaped reward has nowhere to go).
+    ``acted[i]``: the version whose policy made the learner's decisions in episode
+    i (-1: none), ``version`` for every episode the learner acted in.
     """
 
     group_id: int
@@ -67,6 +69,7 @@ class Group:
     opponents: tuple[str, ...]
     outcomes: np.ndarray
     trajectories: list[Any] = field(default_factory=list)
+    acted: np.ndarray | None = None
 
     @property
     def k(self) -> int:
@@ -242,7 +245,7 @@ def groups_of(rollout, parts) -> list[Group]:
                     trajectories.append(None)
             out.append(Group(int(part.ids[g]), part.source, int(part.version[g]),
                              tuple(part.opponents[c] for c in part.opponent[g].tolist()), part.outcomes[g].copy(),
-                             trajectories))
+                             trajectories, part.acted[g].copy()))
     if e != len(ends):
         raise ValueError(f"groups name {e} played episodes, the rollout holds {len(ends)}")
     return out

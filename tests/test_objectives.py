@@ -31,6 +31,20 @@ def identity_shaper(groups, state):
     return np.array([g.outcomes for g in groups])
 
 
+def recording_shaper(groups, state, path):
+    """The plain returns; writes down every group it is given (one JSON line each)."""
+    import json
+
+    with open(path, "a", encoding="utf-8") as f:
+        for g in groups:
+            f.write(json.dumps({"id": g.group_id, "source": g.source, "version": g.version, "opponents": g.opponents,
+                                "outcomes": g.outcomes.tolist(), "update": state.get("updates", 0), "acted": g.acted.tolist(),
+                                "rewards": [None if t is None else t.rewards.tolist() for t in g.trajectories],
+                                "episodes": [None if t is None else t.num_episodes for t in g.trajectories]}) + "\n")
+    state["updates"] = state.get("updates", 0) + 1
+    return np.array([g.outcomes for g in groups])
+
+
 def raising_shaper(groups, state):
     state["calls"] = state.get("calls", 0) + 1
     raise RuntimeError("shaper failed on purpose")

@@ -1,0 +1,86 @@
+"""Grouped play and reward shaping in a real league on a local Ray (league.objectives): a main agent
+in groups of 3 with a shaper that writes down what it is given, a main exploiter whose shaper raises."""
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from actors.launch import League, load
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+K = 3
+
+
+def test_grouped_play_reaches_the_shaper_whole_and_a_failing_shaper_stops_only_its_learner(ray_local, tmp_path):
+    ray = ray_local
+    from league.store import LeagueStore
+
+    log_path = tmp_path / "groups.jsonl"
+    cfg, info = load([
+        "--config", "configs/rps.yaml", f"run.storage={tmp_path / 'run'}", "run.max_minutes=10",
+        "rollout.opponent_inference=inprocess", "serve.api=false", "evaluator.count=0",
+        "rollout.envs_per_worker=64", "rollout.steps_per_batch=256", "roles.league_exploiter.count=0",
+        "roles.main_agent.snapshot_every_steps=1000",
+        f"roles.main_agent.objective={{k_opponents: {K}, shaper: 'tests.test_objectives:recording_shaper', "
+        f"params: {{path: '{log_path}'}}}}",
+        "roles.main_exploiter.objective={k_opponents: 2, shaper: 'tests.test_objectives:raising_shaper'}",
+    ])
+    league = League(cfg, info)
+    main, exploiter = league.learners["main_agent-0"], league.learners["main_exploiter-0"]
+    try:
+        league.supervise()
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            m, x = ray.get([main.info.remote(), exploiter.info.remote()])
+            if m["updates"] >= 8 and x["skipped_updates"] >= 2 and league.status()["pool_size"] >= 2:
+                break
+            time.sleep(1)
+        league.stop()
+        m, x = ray.get([main.info.remote(), exploiter.info.remote()])
+        pending = ray.get(main.buffered_groups.remote())
+        logs_dir = Path(ray._private.worker._global_node.get_logs_dir_path())
+    finally:
+        league.kill()
+
+    # the failing shaper cost its learner every update, and nothing else
+    assert x["skipped_updates"] >= 2 and x["updates"] == 0 and "failed on purpose" in x["last_shaper_error"]
+    assert m["updates"] >= 8 and m["skipped_updates"] == 0
+    with LeagueStore(tmp_path / "run", create=False) as store:
+        errors = store.events("shaper_error")
+        rows = [json.loads(p) for (p,) in store._query("SELECT payload FROM results")]
+    assert errors and {e["learner_id"] for e in errors} == {"main_exploiter-0"}
+    assert "failed on purpose" in errors[0]["error"]
+    logged = [p for p in logs_dir.glob("worker-*") if "main_exploiter-0 skipped an update" in p.read_text(errors="ignore")]
+    assert logged, "the skipped update is not in any actor's log"
+
+    # the shaper saw whole groups: k episodes, one version, the outcome vector = each episode's return
+    seen = [json.loads(line) for line in log_path.read_text().splitlines()]
+    assert len(seen) >= 8 * 256 // K
+    ids = [(g["source"], g["id"]) for g in seen]
+    assert len(ids) == len(set(ids)), "a group reached the shaper twice"
+    for g in seen:
+        assert len(g["opponents"]) == len(g["outcomes"]) == K
+        assert g["episodes"] == [1] * K  # biased RPS: the learner acts once in every episode
+        assert [r[-1] for r in g["rewards"]] == pytest.approx(g["outcomes"])
+        assert g["acted"] == [g["version"]] * K  # every decision of a group made by the group's version
+    assert len({g["version"] for g in seen}) >= 4  # the learner moved on while groups were being played
+    # the groups' outcomes are the games the coordinator recorded for the main agent, opponent by opponent
+    got: dict[str, np.ndarray] = {}
+    for opponents, outcomes in [(g["opponents"], g["outcomes"]) for g in seen] + [
+            ([p.opponents[c] for c in row], out) for p in pending for row, out in zip(p.opponent.tolist(),
+                                                                                       p.outcomes.tolist())]:
+        for b, r in zip(opponents, outcomes):
+            got.setdefault(b, np.zeros(4))
+            got[b] += [1, r > 0, r == 0, r < 0]
+    want: dict[str, np.ndarray] = {}
+    for batch in rows:
+        for row in batch:
+            if row["a"] == "main_agent-0":
+                want.setdefault(row["b"], np.zeros(4))
+                want[row["b"]] += [row["games"], row["wins"], row["draws"], row["losses"]]
+    assert set(got) == set(want) and len(got) >= 2
+    for b in want:
+        assert got[b].tolist() == want[b].tolist(), b
