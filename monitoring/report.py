@@ -18,6 +18,10 @@ without the run, a server or the network. It shows
   (Lanctot et al. 2017; see ``policies.exploitability``);
 - the lineage: which learner produced which snapshot when, with resets and
   evictions;
+- the objective of each learner over time (docs/objectives.md): the novelty of
+  its outcome vectors and the mean shaped minus raw reward per episode, as its
+  learner recorded them (kind ``objective``), and the updates a failing reward
+  shaper made it skip;
 - a summary: game, pool size by role, counters, learners, the Nash support.
 
 Numbers a program may want are also in a ``<script type="application/json"
@@ -79,6 +83,7 @@ class ReportData:
     counters: dict[str, float]
     exact: dict[str, Any] = field(default_factory=dict)  # NashConv of the latest mixture, or why not
     probe: list[dict[str, Any]] = field(default_factory=list)  # best-response probes (measurements)
+    objective: list[dict[str, Any]] = field(default_factory=list)  # learners' outcome novelty and reward gap
 
     @property
     def latest_nash(self) -> dict[str, Any] | None:
@@ -97,6 +102,7 @@ class ReportData:
         times = [a["created_at"] for a in self.agents + self.removed] + [e["time"] for e in self.events]
         times += [n["solved_at"] for n in self.nash] + [r[0] for r in self.elo_history]
         times += [m["time"] for m in self.nash_conv] + [m["time"] for m in self.probe]
+        times += [m["time"] for m in self.objective]
         return max(times) if times else self.t0()
 
 
@@ -139,6 +145,7 @@ def load(run_dir: str | Path) -> ReportData:
                 nash_conv=store.measurements("nash_conv"),
                 counters=store.counters(),
                 probe=store.measurements("probe_br_return"),
+                objective=store.measurements("objective"),
             )
     except (sqlite3.DatabaseError, ValueError, KeyError) as exc:
         raise ReportError(f"{store.path} could not be read: {exc}") from None
@@ -497,12 +504,50 @@ def fig_lineage(data: ReportData):
     return fig, True
 
 
+def objective_by_learner(data: ReportData) -> dict[str, list[dict[str, Any]]]:
+    """The ``objective`` measurements of each learner, oldest first."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for m in data.objective:
+        if "learner" in m:
+            out.setdefault(str(m["learner"]), []).append(m)
+    return out
+
+
+def fig_objective(data: ReportData):
+    plt = _plt()
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+    top.set_title("Objective: outcome-vector novelty and shaped - raw reward, per learner")
+    series = objective_by_learner(data)
+    if not series:
+        _no_data(top)
+        _no_data(bottom)
+        return fig, False
+    clock = _Clock(data)
+    for learner, rows in sorted(series.items()):
+        t = clock(np.array([r["time"] for r in rows]))
+        color = ROLE_COLOR.get(rows[-1].get("role"), "0.3")
+        k, shaper = rows[-1].get("k_opponents", 1), rows[-1].get("shaper")
+        label = f"{learner} (k={k}, {shaper or 'no shaper'})"
+        marker = "." if len(rows) < 3 else None
+        top.plot(t, [r.get("outcome_novelty", r["value"]) for r in rows], color=color, marker=marker, label=label)
+        bottom.plot(t, [r.get("reward_gap", 0.0) for r in rows], color=color, marker=marker, label=label)
+    top.set_ylabel("outcome novelty")
+    bottom.set_ylabel("shaped - raw reward")
+    bottom.set_xlabel(clock.label)
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    top.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig, True
+
+
 FIGURES: dict[str, tuple[str, Callable]] = {
     "payoff": ("Payoff heatmap", fig_payoff),
     "nash": ("Nash mixture over time", fig_nash),
     "elo": ("Elo curves", fig_elo),
     "exploitability": ("Exploitability", fig_exploitability),
     "lineage": ("Lineage", fig_lineage),
+    "objective": ("Objective across k opponents", fig_objective),
 }
 
 
@@ -538,6 +583,12 @@ def summary(data: ReportData) -> dict[str, Any]:
             "support": dict(nash_support(data)),
         },
         "exact": data.exact,
+        "objective": {learner: {"outcome_novelty": rows[-1].get("outcome_novelty", rows[-1]["value"]),
+                                "reward_gap": rows[-1].get("reward_gap", 0.0),
+                                "k_opponents": rows[-1].get("k_opponents", 1), "shaper": rows[-1].get("shaper"),
+                                "skipped_updates": sum(1 for e in data.events if e["kind"] == "shaper_error"
+                                                       and e.get("learner_id") == learner)}
+                      for learner, rows in objective_by_learner(data).items()},
     }
 
 
@@ -603,6 +654,15 @@ def render_html(data: ReportData, figures: dict[str, tuple[str, bool]]) -> str:
     if learner_rows:
         body += ["<h3>Learners</h3><table class='grid'><tr><th>learner</th><th>role</th><th>version</th>"
                  "<th>step</th><th>snapshots</th><th>resets</th><th>Elo</th></tr>", learner_rows, "</table>"]
+    if s["objective"]:
+        body += ["<h3>Objective (latest per learner)</h3><table class='grid' id='objective'><tr><th>learner</th>"
+                 "<th>k opponents</th><th>shaper</th><th>outcome novelty</th><th>shaped - raw reward</th>"
+                 "<th>updates skipped (shaper errors)</th></tr>"]
+        body += ["<tr>" + "".join(f"<td>{e(_fmt(v))}</td>" for v in (learner, o["k_opponents"], o["shaper"],
+                                                                      o["outcome_novelty"], o["reward_gap"],
+                                                                      o["skipped_updates"])) + "</tr>"
+                 for learner, o in sorted(s["objective"].items())]
+        body.append("</table>")
     if support_rows:
         body += ["<h3>Current Nash support</h3><table class='grid' id='nash-support'><tr><th>agent</th>"
                  "<th>weight</th></tr>", support_rows, "</table>"]

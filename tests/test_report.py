@@ -26,7 +26,7 @@ from policies.net import ActorCritic, PolicySpec
 from policies.snapshot import policy_to_bytes
 
 GAME = "kuhn_poker"
-FIGURES = ("payoff", "nash", "elo", "exploitability", "lineage")
+FIGURES = ("payoff", "nash", "elo", "exploitability", "lineage", "objective")
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -72,6 +72,12 @@ def league_run(tmp_path_factory):
         support = league.nash.support()
         value = nash_conv_of_mixture(GAME, [models[a] for a in support], list(support.values()))["nash_conv"]
         store.add_measurement("nash_conv", value)
+        for i, learner_id in enumerate(league.learners):  # as a learner records its objective (actors/learner.py)
+            novelty, gap = 0.1 * (round_ + 1) + i, -0.5 * i
+            store.add_measurement("objective", novelty, {"learner": learner_id, "role": learner_id.rsplit("-", 1)[0],
+                                                         "outcome_novelty": novelty, "reward_gap": gap,
+                                                         "k_opponents": 1 + i, "shaper": "novelty" if i else None})
+    store.add_event("shaper_error", {"learner_id": "main_exploiter-0", "error": "shaper raised RuntimeError: x"})
     support = league.nash.support()
     assert len(support) >= 2, support  # the fixture is meant to hold a mixed Nash
     expected_nash_conv = nash_conv_of_mixture(GAME, [models[a] for a in support], list(support.values()))["nash_conv"]
@@ -206,3 +212,14 @@ def test_report_shows_the_latest_probe_beside_meta_exploitability(league_run):
     assert float(shown.group(1)) == pytest.approx(probed["br_return"], abs=5e-5)
     assert [float(shown.group(2)), float(shown.group(3))] == pytest.approx(probed["ci95"], abs=5e-5)
     assert "meta-exploitability (inside the pool only)" in html_text
+
+
+def test_report_shows_each_learners_latest_objective_and_its_skipped_updates(league_run):
+    s = _summary(league_run["html"])
+    ids = list(league_run["league"].learners)
+    assert set(s["objective"]) == set(ids)
+    for i, learner_id in enumerate(ids):
+        o = s["objective"][learner_id]
+        assert o["outcome_novelty"] == pytest.approx(0.3 + i) and o["reward_gap"] == pytest.approx(-0.5 * i)
+        assert o["k_opponents"] == 1 + i and o["skipped_updates"] == (learner_id == "main_exploiter-0")
+    assert "<table class='grid' id='objective'>" in league_run["html"]
