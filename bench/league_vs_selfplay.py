@@ -1,52 +1,379 @@
-"""League vs naive self-play on Kuhn poker at equal wall-clock time.
+"""League vs self-play at equal wall-clock time, on several games and seeds (issue 12, item 3).
 
-    python -m bench.league_vs_selfplay [--minutes 10]
+    python -m bench.league_vs_selfplay --game kuhn_poker|leduc_poker|connect_four|all
+        [--game ...] [--minutes 10] [--seeds 3] [--probe-steps 600000] [--storage DIR]
 
-Runs configs/kuhn_poker.yaml, then configs/kuhn_selfplay.yaml, each for the
-same number of minutes on this machine (each through the real launcher, in a
-fresh storage folder), then measures the exact NashConv of each league's Nash
-mixture with OpenSpiel. Ends with one JSON line with ``league_nash_conv`` and
-``selfplay_nash_conv``.
+For each game, both sides start from the same shipped config, ``configs/<game>.yaml``:
+
+- **league**: the config as shipped (its roles: main agent, main exploiters,
+  league exploiters);
+- **self-play**: the same config with only the roles changed
+  (``roles.main_agent.sampling=self``, ``roles.main_exploiter.count=0``,
+  ``roles.league_exploiter.count=0``), so learner settings (``ppo``,
+  ``policy``, ``rollout``), the evaluator and the main agent's snapshot
+  cadence are the same; it publishes the Nash over its own snapshots.
+
+Each run goes through the real launcher (``python -m actors.launch``) in a
+fresh storage folder for ``--minutes``, the sides alternating with the same
+seeds (league seed 1, self-play seed 1, league seed 2, ...). After each run the
+published Nash mixture is measured in this process (no Ray):
+
+- games that support exact evaluation (Kuhn, Leduc): the exact NashConv
+  (``policies.exploitability``);
+- the others (Connect Four): the approximate exploitability, the return of a
+  PPO best response trained against the mixture for ``--probe-steps``
+  decisions (``policies.best_response``; the same budget and probe seed for
+  both sides), plus the head-to-head score of the two mixtures of each seed:
+  every member of the league's mixture plays whole games against the
+  self-play mixture (one member drawn per game), seats alternated, episodes
+  allocated by Nash weight; the league's score is in [0, 1] (0.5: even).
+
+Progress goes to stderr (the launcher's output too); stdout gets one JSON line
+per game, printed when that game is done::
+
+    {"bench": "league_vs_selfplay", "game": ..., "minutes": ..., "seeds": [...],
+     "measure": "nash_conv" | "approx_exploitability",
+     "league": {"median", "range", "values", "support", "run_seconds", "measure_seconds", ...},
+     "selfplay": {...same...},
+     "head_to_head": {"score", "ci95", "median", "range", "values", ...}   # non-exact games only
+    }
+
+Lower is better for the measure. Run it alone under the Ray lock; a real table
+(three games, 3 seeds, 10-30 minutes each) takes hours.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
-
-from policies.exploitability import load_nash_mixture, nash_conv_of_mixture
+from typing import Any, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+ALL_GAMES = ("kuhn_poker", "leduc_poker", "connect_four")
+SIDES = ("league", "selfplay")
+# Only the roles differ: the self-play side is the shipped config's main agent alone, playing itself.
+SELFPLAY_OVERRIDES = ("roles.main_agent.sampling=self", "roles.main_exploiter.count=0",
+                      "roles.league_exploiter.count=0")
+BENCH_KEYS = ("run.storage", "run.seed", "run.max_minutes")  # the bench sets these per run
+Z95 = 1.959964
 
 
-def run(config: str, minutes: float, storage: Path) -> dict:
+def say(text: str) -> None:
+    print(f"league_vs_selfplay: {text}", file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------
+# Pure helpers (tests/test_bench_league_vs_selfplay.py)
+# ----------------------------------------------------------------------------
+def config_path(game: str) -> Path:
+    return CONFIGS / f"{game}.yaml"
+
+
+def parse_games(values: Sequence[str] | None) -> list[str]:
+    """The games of repeated ``--game`` values, ``all`` meaning the three of issue 12;
+    duplicates dropped, order kept. A game needs a shipped ``configs/<game>.yaml``."""
+    games: list[str] = []
+    for value in values or ["kuhn_poker"]:
+        for game in ALL_GAMES if value == "all" else [value]:
+            if not config_path(game).is_file():
+                shipped = sorted(p.stem for p in CONFIGS.glob("*.yaml"))
+                raise ValueError(f"--game {game}: no configs/{game}.yaml (shipped: {', '.join(shipped)}; or all)")
+            if game not in games:
+                games.append(game)
+    return games
+
+
+def check_extra_overrides(extra: Sequence[str]) -> None:
+    """``--set`` overrides apply to both sides; the bench owns storage, seed and duration."""
+    for text in extra:
+        key = text.split("=", 1)[0].strip()
+        if "=" not in text or not key:
+            raise ValueError(f"--set {text!r}: expected key=value")
+        if key in BENCH_KEYS:
+            raise ValueError(f"--set {key}: the bench sets {', '.join(BENCH_KEYS)} itself")
+
+
+def run_overrides(side: str, *, minutes: float, storage: str | os.PathLike, seed: int,
+                  extra: Sequence[str] = ()) -> list[str]:
+    """The launcher's dotted overrides for one run: the shared ones (``extra``), the
+    side's roles (self-play only), then the run's own budget, storage and seed."""
+    if side not in SIDES:
+        raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+    roles = list(SELFPLAY_OVERRIDES) if side == "selfplay" else []
+    minutes_text = f"{minutes:.6f}".rstrip("0").rstrip(".")  # YAML reads "1e-05" as a string
+    return [*extra, *roles, f"run.max_minutes={minutes_text}", f"run.storage={storage}", f"run.seed={seed}",
+            "run.progress_every_seconds=30"]
+
+
+def run_order(seeds: Sequence[int]) -> list[tuple[int, str]]:
+    """(seed, side) in the order the runs go: the sides alternate, seed by seed, so a
+    slow drift of the machine's speed falls on both."""
+    return [(seed, side) for seed in seeds for side in SIDES]
+
+
+def summary(values: Sequence[float]) -> dict[str, Any]:
+    """Median, [min, max] and the values themselves (in seed order)."""
+    v = [float(x) for x in values]
+    if not v:
+        raise ValueError("no values to summarise")
+    return {"median": statistics.median(v), "range": [min(v), max(v)], "values": v}
+
+
+def allocate_episodes(weights: Sequence[float], total: int, minimum: int) -> list[int]:
+    """Episodes per mixture member: proportional to its weight (largest remainders),
+    at least ``minimum`` each, so every member of the support is measured."""
+    w = [float(x) for x in weights]
+    if not w or any(x < 0 for x in w) or not sum(w) > 0:
+        raise ValueError(f"need non-negative weights with a positive sum, got {w}")
+    if total < 1 or minimum < 1:
+        raise ValueError(f"total and minimum must be >= 1, got {total}, {minimum}")
+    share = [total * x / sum(w) for x in w]
+    counts = [math.floor(s) for s in share]
+    for i in sorted(range(len(w)), key=lambda i: counts[i] - share[i])[: total - sum(counts)]:
+        counts[i] += 1
+    return [max(minimum, c) for c in counts]
+
+
+def stratified_mean_ci(samples: Sequence[Sequence[float]], weights: Sequence[float]) -> tuple[float, list[float]]:
+    """Mean of a mixture measured stratum by stratum: ``sum_i w_i mean_i`` (weights
+    normalised), with the normal-approximation 95% interval from
+    ``var = sum_i w_i^2 s_i^2 / n_i``. A stratum needs at least two samples."""
+    if len(samples) != len(weights) or not samples:
+        raise ValueError(f"need one sample list per weight, got {len(samples)} and {len(weights)}")
+    total = float(sum(weights))
+    if any(w < 0 for w in weights) or not total > 0:
+        raise ValueError(f"need non-negative weights with a positive sum, got {list(weights)}")
+    mean = var = 0.0
+    for s, w in zip(samples, weights):
+        if len(s) < 2:
+            raise ValueError(f"every stratum needs at least 2 samples, got {len(s)}")
+        p = w / total
+        mean += p * statistics.fmean(s)
+        var += p * p * statistics.variance(s) / len(s)
+    half = Z95 * math.sqrt(var)
+    return mean, [mean - half, mean + half]
+
+
+def mean_of_estimates(estimates: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, list[float]]:
+    """Mean of independent estimates, each with a symmetric 95% interval: the interval of
+    the mean is their half-widths added in quadrature over K (sampling noise of the
+    games played, not the spread between seeds, which ``summary`` reports)."""
+    if not estimates:
+        raise ValueError("no estimates")
+    k = len(estimates)
+    mean = sum(m for m, _ in estimates) / k
+    half = math.sqrt(sum(((hi - lo) / 2) ** 2 for _, (lo, hi) in estimates)) / k
+    return mean, [mean - half, mean + half]
+
+
+def validate_args(args: argparse.Namespace) -> None:
+    """Raise ValueError naming the option, before anything runs."""
+    if not (math.isfinite(args.minutes) and args.minutes > 0):
+        raise ValueError(f"--minutes must be > 0, got {args.minutes}")
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.first_seed < 0:
+        raise ValueError(f"--first-seed must be >= 0, got {args.first_seed}")
+    for name in ("probe_steps", "probe_eval_episodes", "h2h_episodes"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    check_extra_overrides(args.set)
+
+
+# ----------------------------------------------------------------------------
+# Runs and measurements
+# ----------------------------------------------------------------------------
+def check_configs(game: str, extra: Sequence[str]) -> tuple[str, dict, bool]:
+    """Load both sides' configs as the launcher will (a bad value stops the bench before
+    any run, naming the key); (game name, game params, exact evaluation supported)."""
+    from envs import game_info
+    from league.config import load_config
+
+    cfg = None
+    for side in SIDES:
+        cfg = load_config(config_path(game), run_overrides(side, minutes=1, storage="unused", seed=0, extra=extra))
+        if side == "selfplay" and cfg.roles.main_agent.count < 1:
+            raise ValueError(f"configs/{game}.yaml: self-play needs roles.main_agent.count >= 1")
+    info = game_info(cfg.game.name, **cfg.game.params)
+    return cfg.game.name, dict(cfg.game.params), bool(info.supports_exact)
+
+
+def launch(game: str, overrides: list[str]) -> float:
+    """One league run through the real launcher; its output goes to our stderr. Seconds taken."""
     env = dict(os.environ, RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE", "disabled"))
-    cmd = [sys.executable, "-m", "actors.launch", "--config", config, f"run.max_minutes={minutes}",
-           f"run.storage={storage}", "run.progress_every_seconds=30"]
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+    cmd = [sys.executable, "-m", "actors.launch", "--config", str(config_path(game)), *overrides]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, env=env, stdout=sys.stderr, stderr=sys.stderr)
+    if done.returncode != 0:
+        raise RuntimeError(f"the launcher exited with status {done.returncode}: {' '.join(cmd[2:])}")
+    return time.perf_counter() - t0
+
+
+def measure(game: str, params: dict, exact: bool, storage: Path, probe_steps: int, probe_eval_episodes: int,
+            seed: int) -> dict:
+    """The quality of the league's published Nash mixture in ``storage``."""
+    from policies.exploitability import load_nash_mixture
+
     ids, models, weights = load_nash_mixture(storage)
-    result = nash_conv_of_mixture("kuhn_poker", models, weights)
-    return {"nash_conv": result["nash_conv"], "support": len(ids)}
+    out: dict[str, Any] = {"support": len(ids)}
+    if exact:
+        from envs import make_game
+        from policies.exploitability import exact_nash_conv
+
+        out["value"] = exact_nash_conv(make_game(game, 1, **params), models, weights)["nash_conv"]
+    else:
+        from policies.best_response import ProbeConfig, probe
+
+        result = probe(game, models, weights, ProbeConfig(steps=probe_steps, eval_episodes=probe_eval_episodes,
+                                                           seed=seed), params)
+        out.update(value=result["br_return"], ci95=result["ci95"])
+    return out
+
+
+def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage: Path, episodes: int,
+                 seed: int, num_envs: int = 256) -> dict:
+    """The league mixture's mean score in [0, 1] against the self-play mixture: each league
+    member plays whole games (seats alternated) against the self-play mixture, which draws
+    one member per game; members' episodes by Nash weight, weighted back by Nash weight."""
+    import numpy as np
+
+    from envs import make_game
+    from envs.base import utility_range
+    from policies.best_response import evaluate
+    from policies.exploitability import load_nash_mixture
+    from policies.rollout import EpisodeMixture
+
+    _, league_models, league_w = load_nash_mixture(league_storage)
+    _, selfplay_models, selfplay_w = load_nash_mixture(selfplay_storage)
+    rng = np.random.default_rng(seed)
+    g = make_game(game, num_envs, seed=seed, **params)
+    lo, hi = utility_range(g)
+    opponent = EpisodeMixture(selfplay_models, selfplay_w, rng)
+    counts = allocate_episodes(league_w, episodes, minimum=num_envs)
+    scores = []
+    for model, n in zip(league_models, counts):
+        returns = evaluate(g, model, opponent, n, rng, greedy=False, seats="alternate")
+        scores.append(((returns - lo) / (hi - lo)).tolist())
+    mean, ci = stratified_mean_ci(scores, league_w)
+    return {"score": mean, "ci95": ci, "episodes": sum(len(s) for s in scores)}
+
+
+def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
+    name, params, exact = check_configs(game, args.set)
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    t_start = time.perf_counter()
+    sides: dict[str, dict[str, list]] = {s: {"values": [], "support": [], "ci95": [], "run_seconds": [],
+                                             "measure_seconds": []} for s in SIDES}
+    stores: dict[tuple[str, int], Path] = {}
+    measure_name = "nash_conv" if exact else "approx_exploitability"
+    for seed, side in run_order(seeds):
+        storage = root / game / f"{side}-seed{seed}"
+        stores[side, seed] = storage
+        say(f"{game} {side} seed {seed}: {args.minutes:g} min run in {storage}")
+        run_s = launch(game, run_overrides(side, minutes=args.minutes, storage=storage, seed=seed, extra=args.set))
+        t0 = time.perf_counter()
+        m = measure(name, params, exact, storage, args.probe_steps, args.probe_eval_episodes, seed)
+        measure_s = time.perf_counter() - t0
+        rec = sides[side]
+        rec["values"].append(m["value"])
+        rec["support"].append(m["support"])
+        rec["ci95"].append(m.get("ci95"))
+        rec["run_seconds"].append(round(run_s, 1))
+        rec["measure_seconds"].append(round(measure_s, 1))
+        say(f"{game} {side} seed {seed}: {measure_name} {m['value']:.4f}"
+            + (f" [{m['ci95'][0]:.4f}, {m['ci95'][1]:.4f}]" if "ci95" in m else "")
+            + f" (Nash support {m['support']}; run {run_s:.0f} s, measure {measure_s:.0f} s)")
+    out: dict[str, Any] = {"bench": "league_vs_selfplay", "game": name, "minutes": args.minutes, "seeds": seeds,
+                           "measure": measure_name, "config": f"configs/{game}.yaml",
+                           "selfplay_overrides": list(SELFPLAY_OVERRIDES), "set": list(args.set)}
+    if not exact:
+        out["probe_steps"] = args.probe_steps
+        out["probe_eval_episodes"] = args.probe_eval_episodes
+    for side in SIDES:
+        rec = sides[side]
+        if exact:
+            rec.pop("ci95")
+        out[side] = {**summary(rec.pop("values")), **rec}
+    if not exact:
+        per_seed = []
+        for seed in seeds:
+            t0 = time.perf_counter()
+            h = head_to_head(name, params, stores["league", seed], stores["selfplay", seed], args.h2h_episodes, seed)
+            say(f"{game} head-to-head seed {seed}: league scores {h['score']:.4f} [{h['ci95'][0]:.4f}, "
+                f"{h['ci95'][1]:.4f}] over {h['episodes']} games ({time.perf_counter() - t0:.0f} s)")
+            per_seed.append(h)
+        score, ci = mean_of_estimates([(h["score"], h["ci95"]) for h in per_seed])
+        s = summary([h["score"] for h in per_seed])
+        out["head_to_head"] = {"score": score, "ci95": ci, "median": s["median"], "range": s["range"],
+                               "values": s["values"], "ci95_per_seed": [h["ci95"] for h in per_seed],
+                               "episodes": [h["episodes"] for h in per_seed]}
+    out["seconds"] = round(time.perf_counter() - t_start, 1)
+    return out
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    from policies.best_response import ProbeConfig
+
+    probe = ProbeConfig()
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.league_vs_selfplay",
+        description="League vs self-play from the same config at equal wall-clock time; one JSON line per game.")
+    parser.add_argument("--game", action="append", metavar="GAME",
+                        help=f"a game with a shipped configs/GAME.yaml, or all ({', '.join(ALL_GAMES)}); "
+                             "repeatable (default kuhn_poker)")
+    parser.add_argument("--minutes", type=float, default=10.0, help="wall-clock minutes of each run")
+    parser.add_argument("--seeds", type=int, default=3, help="runs per side (seeds first-seed, first-seed+1, ...)")
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--probe-steps", type=int, default=probe.steps,
+                        help="training decisions of the best-response probe (games without exact evaluation)")
+    parser.add_argument("--probe-eval-episodes", type=int, default=probe.eval_episodes)
+    parser.add_argument("--h2h-episodes", type=int, default=20_000,
+                        help="head-to-head games per seed (at least 256 per league Nash member)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a dotted config override applied to both sides")
+    parser.add_argument("--storage", metavar="DIR",
+                        help="keep the runs' stores in DIR/GAME/SIDE-seedN (default: a temporary folder, removed)")
+    args = parser.parse_args(argv)
+    try:
+        validate_args(args)
+        args.games = parse_games(args.game)
+    except ValueError as exc:
+        parser.error(str(exc))
+    return args
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.league_vs_selfplay")
-    parser.add_argument("--minutes", type=float, default=10.0)
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="league_vs_selfplay_") as tmp:
-        league = run("configs/kuhn_poker.yaml", args.minutes, Path(tmp) / "league")
-        print(f"league: NashConv {league['nash_conv']:.4f} (Nash support {league['support']})", flush=True)
-        selfplay = run("configs/kuhn_selfplay.yaml", args.minutes, Path(tmp) / "selfplay")
-        print(f"self-play: NashConv {selfplay['nash_conv']:.4f} (Nash support {selfplay['support']})", flush=True)
-    print(json.dumps({"bench": "league_vs_selfplay", "game": "kuhn_poker", "minutes": args.minutes,
-                      "league_nash_conv": league["nash_conv"], "selfplay_nash_conv": selfplay["nash_conv"],
-                      "league_support": league["support"], "selfplay_support": selfplay["support"],
-                      "ratio_league_to_selfplay": league["nash_conv"] / max(selfplay["nash_conv"], 1e-12)}))
+    args = parse_args(argv)
+    import torch
+
+    from league.config import ConfigError
+
+    torch.set_num_threads(1)
+    keep = args.storage is not None
+    root = Path(args.storage).resolve() if keep else Path(tempfile.mkdtemp(prefix="league_vs_selfplay_"))
+    try:
+        for game in args.games:  # before any run: a bad config or a used folder stops the bench at once
+            check_configs(game, args.set)
+            if keep and (root / game).exists() and any((root / game).iterdir()):
+                raise ValueError(f"--storage {root}: {root / game} is not empty (the launcher would resume those runs)")
+        for game in args.games:
+            print(json.dumps(bench_game(game, args, root)), flush=True)
+    except (ConfigError, ValueError, RuntimeError) as exc:
+        say(f"error: {exc}")
+        return 2 if isinstance(exc, ValueError) else 1
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

@@ -123,15 +123,15 @@ def train_best_response(game, target: EpisodeMixture, cfg: ProbeConfig, rng: np.
 
 
 def evaluate(game, model, target: EpisodeMixture, episodes: int, rng: np.random.Generator,
-             greedy: bool = True) -> np.ndarray:
+             greedy: bool = True, seats: str = "random") -> np.ndarray:
     """The returns of at least ``episodes`` fresh episodes of ``model`` (seat drawn per
-    episode) against ``target``."""
+    episode, or alternated: ``collect_rollout``'s ``seats``) against ``target``."""
     out: list[np.ndarray] = []
     n = 0
     while n < episodes:
         game.reset()
         _, returns = collect_rollout(game, model, target, max(1, episodes - n), rng, deterministic=greedy,
-                                     value="return")
+                                     value="return", seats=seats)
         out.append(returns)
         n += len(returns)
     return np.concatenate(out)

@@ -286,6 +286,7 @@ def collect_rollout(
     *,
     deterministic: bool = False,
     value: str = "score",
+    seats: str = "random",
 ) -> tuple[Rollout, np.ndarray]:
     """Play ``game`` (all its environments) until at least ``num_steps`` learner
     transitions lie in complete episodes, then finish every episode already
@@ -296,6 +297,10 @@ def collect_rollout(
     start of each episode; ``opponent_fn(obs, mask) -> actions`` plays the other
     seat, or an :class:`EpisodeMixture` draws a member per episode.
     ``deterministic`` makes the learner take its most probable legal action.
+    ``seats="alternate"`` seats the learner in seat ``e % 2`` of environment
+    ``e`` and swaps the seats after each of its episodes, so the two seats get
+    equally many episodes up to one per environment (a head-to-head score then
+    carries no first-mover luck).
     Returns ``(rollout, outcomes)``: the learner's transitions of the
     recorded episodes, in order of completion, and the learner's score
     (1 win, 0.5 draw, 0 loss; with ``value="return"``: its return) of each of
@@ -304,11 +309,14 @@ def collect_rollout(
     """
     if value not in ("score", "return"):
         raise ValueError(f'value must be "score" or "return", got {value!r}')
+    if seats not in ("random", "alternate"):
+        raise ValueError(f'seats must be "random" or "alternate", got {seats!r}')
+    alternate = seats == "alternate"
     E = game.num_envs
     per_episode = isinstance(opponent_fn, EpisodeMixture)
     if per_episode:
         opponent_fn.start(np.arange(E))
-    play = TwoSeatPlay(game, rng.integers(0, 2, size=E))
+    play = TwoSeatPlay(game, np.arange(E) % 2 if alternate else rng.integers(0, 2, size=E))
     episode = np.arange(E)  # id of the episode running in each env
     next_episode = E
     recording = np.ones(E, dtype=bool)  # the running episode will be recorded
@@ -340,7 +348,7 @@ def collect_rollout(
         decisions[done.rows] = 0
         episode[done.rows] = np.arange(next_episode, next_episode + len(done))
         next_episode += len(done)
-        play.seat[done.rows] = rng.integers(0, 2, size=len(done))
+        play.seat[done.rows] = 1 - play.seat[done.rows] if alternate else rng.integers(0, 2, size=len(done))
         recording[done.rows] = not target_reached
         if not target_reached and recorded_steps >= num_steps:
             # episodes running now keep being recorded; later ones are not

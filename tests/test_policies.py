@@ -179,6 +179,21 @@ def test_collect_rollout_records_complete_learner_episodes_from_both_seats():
     assert 0.35 < share_seat0 < 0.65
 
 
+def test_collect_rollout_with_alternating_seats_gives_each_seat_exactly_half_the_episodes():
+    # a matrix game the row player (seat 0) always wins: the learner's returns tell its seat
+    game = make_game("matrix", 64, seed=0, payoff=[[1.0, 1.0], [1.0, 1.0]])
+    model = ActorCritic(PolicySpec(game.obs_size, game.num_actions, (8,)))
+    opponent = uniform_opponent(np.random.default_rng(0))
+    _, returns = collect_rollout(game, model, opponent, 640, np.random.default_rng(0), value="return",
+                                 seats="alternate")
+    assert len(returns) >= 640 and set(returns) == {1.0, -1.0}
+    assert returns.sum() == 0  # every env swaps seats after each of its (one-step) episodes
+    _, returns = collect_rollout(game, model, opponent, 640, np.random.default_rng(0), value="return")
+    assert returns.sum() != 0  # drawn seats: unbalanced
+    with pytest.raises(ValueError, match="seats"):
+        collect_rollout(game, model, opponent, 10, np.random.default_rng(0), seats="fixed")
+
+
 # ------------------------------------------------------------------------ GAE
 def test_gae_with_lambda_one_is_return_minus_value_and_with_lambda_zero_is_td_error():
     rewards = np.array([0.0, 1.0, 0.0, 0.0, -1.0], dtype=np.float32)

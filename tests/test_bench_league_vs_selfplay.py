@@ -1,0 +1,185 @@
+"""bench/league_vs_selfplay.py without Ray: the two sides' configs, the run order, the
+statistics it reports, and the head-to-head score against the exact value on Kuhn.
+
+The bench's runs themselves (real launcher, minutes each) are not tested here: the
+suite's budget has no room for them; `python -m bench.league_vs_selfplay` prints them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from bench import league_vs_selfplay as bench
+from envs import make_game
+from league.config import load_config
+from league.pool import AgentRecord, AgentType
+from league.store import LeagueStore
+from policies.exploitability import expected_returns_matrix
+from policies.net import ActorCritic, PolicySpec
+from policies.snapshot import policy_to_bytes
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+# ----------------------------------------------------------- the two sides
+@pytest.mark.parametrize("game", bench.ALL_GAMES)
+def test_selfplay_side_is_the_shipped_config_with_only_the_roles_changed(game, tmp_path):
+    cfgs = {side: load_config(bench.config_path(game), bench.run_overrides(
+        side, minutes=0.5, storage=tmp_path / side, seed=2, extra=["rollout.lanes=1"])) for side in bench.SIDES}
+    league, selfplay = (dataclasses.asdict(cfgs[s]) for s in bench.SIDES)
+    league_roles, selfplay_roles = league.pop("roles"), selfplay.pop("roles")
+    for d in (league, selfplay):
+        d["run"].pop("storage")
+    assert league == selfplay  # ppo, policy, rollout, evaluator, run budget and seed: identical
+    assert league["run"]["max_minutes"] == 0.5 and league["run"]["seed"] == 2
+    assert league["rollout"]["lanes"] == 1  # --set reaches both sides
+    # the main agent keeps everything (its snapshot cadence too) but plays itself
+    main = dict(league_roles["main_agent"], sampling="self")
+    assert selfplay_roles["main_agent"] == main
+    assert selfplay_roles["main_exploiter"]["count"] == 0 and selfplay_roles["league_exploiter"]["count"] == 0
+    assert league_roles["main_exploiter"]["count"] + league_roles["league_exploiter"]["count"] > 0
+
+
+def test_runs_alternate_sides_seed_by_seed():
+    assert bench.run_order([1, 2, 3]) == [(1, "league"), (1, "selfplay"), (2, "league"), (2, "selfplay"),
+                                          (3, "league"), (3, "selfplay")]
+
+
+def test_bad_sides_and_options_are_refused_with_the_option_named(capsys):
+    with pytest.raises(ValueError, match="side"):
+        bench.run_overrides("exploiters", minutes=1, storage="x", seed=0)
+    for argv, named in ((["--seeds", "0"], "--seeds"), (["--minutes", "0"], "--minutes"),
+                        (["--minutes", "nan"], "--minutes"), (["--probe-steps", "0"], "--probe-steps"),
+                        (["--set", "run.seed=3"], "run.seed"), (["--set", "ppo.lr"], "key=value"),
+                        (["--game", "go_19x19"], "shipped: ")):
+        with pytest.raises(SystemExit) as exc:
+            bench.parse_args(argv)
+        assert exc.value.code == 2
+        assert named in capsys.readouterr().err
+
+
+def test_games_all_expands_to_the_three_games_once_each():
+    assert bench.parse_games(None) == ["kuhn_poker"]
+    assert bench.parse_games(["connect_four", "all", "kuhn_poker"]) == ["connect_four", "kuhn_poker", "leduc_poker"]
+
+
+def test_minutes_reach_the_launcher_as_a_number():
+    for minutes in (0.5, 10, 1e-5):
+        (text,) = [o for o in bench.run_overrides("league", minutes=minutes, storage="s", seed=0)
+                   if o.startswith("run.max_minutes=")]
+        assert load_config(None, [text]).run.max_minutes == pytest.approx(minutes)
+
+
+# ------------------------------------------------------------- statistics
+def test_summary_gives_median_and_range_in_seed_order():
+    assert bench.summary([0.3, 0.1, 0.2]) == {"median": 0.2, "range": [0.1, 0.3], "values": [0.3, 0.1, 0.2]}
+    assert bench.summary([4, 1, 2, 3])["median"] == 2.5
+    with pytest.raises(ValueError):
+        bench.summary([])
+
+
+def test_episodes_follow_the_weights_with_a_floor_per_member():
+    assert bench.allocate_episodes([0.5, 0.3, 0.2], 1000, 1) == [500, 300, 200]
+    assert bench.allocate_episodes([1, 1, 1], 10, 1) == [4, 3, 3]  # largest remainders: sums to the total
+    assert bench.allocate_episodes([0.98, 0.01, 0.01], 1000, 256) == [980, 256, 256]
+    with pytest.raises(ValueError):
+        bench.allocate_episodes([0, 0], 10, 1)
+
+
+def test_stratified_mean_weights_strata_by_mixture_weight_not_by_sample_count():
+    # stratum 1: mean 0.5, variance 0.5, n=2; stratum 2: constant 1.0, n=3
+    mean, (low, high) = bench.stratified_mean_ci([[0.0, 1.0], [1.0, 1.0, 1.0]], [0.5, 0.5])
+    assert mean == pytest.approx(0.75)
+    assert (high - low) / 2 == pytest.approx(1.959964 * math.sqrt(0.25 * 0.5 / 2))
+    # one stratum: the plain mean and its normal interval
+    x = np.random.default_rng(0).normal(size=500)
+    mean, (low, high) = bench.stratified_mean_ci([x.tolist()], [3.0])
+    assert mean == pytest.approx(x.mean())
+    assert (high - low) / 2 == pytest.approx(1.959964 * x.std(ddof=1) / math.sqrt(500))
+
+
+def test_stratified_interval_covers_the_mixture_mean_at_the_normal_rate():
+    rng = np.random.default_rng(1)
+    means, weights = np.array([0.2, 0.6, 0.9]), np.array([0.6, 0.3, 0.1])
+    truth = float(means @ weights)
+    hits = 0
+    for _ in range(1000):
+        strata = [rng.binomial(1, m, size=n).astype(float).tolist() for m, n in zip(means, (300, 150, 60))]
+        low, high = bench.stratified_mean_ci(strata, weights)[1]
+        hits += low <= truth <= high
+    assert abs(hits / 1000 - 0.95) < 0.025
+
+
+def test_mean_of_estimates_adds_half_widths_in_quadrature():
+    mean, (low, high) = bench.mean_of_estimates([(0.4, [0.3, 0.5]), (0.6, [0.5, 0.7])])
+    assert mean == pytest.approx(0.5)
+    assert (high - low) / 2 == pytest.approx(math.sqrt(0.01 + 0.01) / 2)
+
+
+# ---------------------------------------------------------- head to head
+def sharp_models(game, k, seed):
+    """Networks far from uniform (large logits), so mixtures of them differ clearly."""
+    torch.manual_seed(seed)
+    models = []
+    for _ in range(k):
+        m = ActorCritic(PolicySpec(game.obs_size, game.num_actions, (16,)))
+        with torch.no_grad():
+            m.policy_head.weight.mul_(50.0)
+        models.append(m)
+    return models
+
+
+def leaning_model(game, action, logit):
+    """A network that prefers ``action`` everywhere by ``logit`` (Kuhn: 0 pass/fold, 1 bet/call)."""
+    m = ActorCritic(PolicySpec(game.obs_size, game.num_actions, (16,)))
+    with torch.no_grad():
+        m.policy_head.weight.zero_()
+        m.policy_head.bias.zero_()
+        m.policy_head.bias[action] = logit
+    return m
+
+
+def nash_store(run_dir, game_name, models, weights):
+    """A store as a league run leaves it: snapshots and a published Nash over them."""
+    with LeagueStore(run_dir) as store:
+        store.set_meta("game", game_name)
+        ids = []
+        for i, m in enumerate(models):
+            agent_id = f"main_agent-0-v{i}"
+            store.add_agent(AgentRecord(agent_id=agent_id, version=i, agent_type=AgentType.MAIN_AGENT,
+                                        learner_id="main_agent-0", step=i), policy_to_bytes(m))
+            ids.append(agent_id)
+        store.save_nash(0.0, len(ids), ids, np.asarray(weights, dtype=float), 0.0, 0.0, 0.0, "lp")
+
+
+def test_head_to_head_matches_the_exact_mixture_score_on_kuhn(tmp_path):
+    game = make_game("kuhn_poker", 1)
+    # a passive self-play mixture (folds to every bet), so the league's expected score is well above 1/2
+    league, selfplay = sharp_models(game, 3, seed=0), [leaning_model(game, 0, 10.0), leaning_model(game, 1, 1.0)]
+    lw, sw = np.array([0.6, 0.3, 0.1]), np.array([0.7, 0.3])
+    nash_store(tmp_path / "league", "kuhn_poker", league, lw)
+    nash_store(tmp_path / "selfplay", "kuhn_poker", selfplay, sw)
+    out = bench.head_to_head("kuhn_poker", {}, tmp_path / "league", tmp_path / "selfplay", 60_000, seed=0)
+    # exact: league member i in seat 0 against self-play member j in seat 1, and the swap
+    lo, hi = -2.0, 2.0
+    as0 = (expected_returns_matrix("kuhn_poker", league, selfplay) - lo) / (hi - lo)
+    as1 = (-expected_returns_matrix("kuhn_poker", selfplay, league).T - lo) / (hi - lo)
+    exact = float(lw @ (0.5 * (as0 + as1)) @ sw)
+    low, high = out["ci95"]
+    assert out["episodes"] >= 60_000
+    assert abs(out["score"] - exact) < 1.5 * (high - low) / 2, (out, exact)  # about 3.4 sigma
+    assert abs(exact - 0.5) > 3 * (high - low) / 2  # the mixtures differ: the check is not 0.5 vs 0.5
+
+
+def test_a_mixture_against_itself_scores_one_half(tmp_path):
+    game = make_game("connect_four", 1)
+    models, w = sharp_models(game, 2, seed=2), [0.5, 0.5]
+    nash_store(tmp_path / "a", "connect_four", models, w)
+    out = bench.head_to_head("connect_four", {}, tmp_path / "a", tmp_path / "a", 4_000, seed=1, num_envs=128)
+    low, high = out["ci95"]
+    assert low < 0.5 < high and high - low < 0.1
