@@ -125,7 +125,9 @@ class Outbox:
         self.stage(batch.seq, {"agents": np.array(batch.agents, dtype=str), "a": batch.a, "b": batch.b,
                                "score": batch.score, "env_steps": np.int64(batch.env_steps),
                                "count_ids": np.array(ids, dtype=str),
-                               **{f"count_{i}": batch.action_counts[k] for i, k in enumerate(ids)}})
+                               **{f"count_{i}": batch.action_counts[k] for i, k in enumerate(ids)},
+                               **({"games": batch.games, "wins": batch.wins, "draws": batch.draws}
+                                  if batch.per_pair else {})})
 
     def pending_batch(self):
         """The staged result batch (a ``ResultBatch`` under its original seq), if any."""
@@ -137,7 +139,7 @@ class Outbox:
         seq, arr = pending
         counts = {k: arr[f"count_{i}"] for i, k in enumerate(arr["count_ids"].tolist())}
         return ResultBatch(self.source, seq, tuple(arr["agents"].tolist()), arr["a"], arr["b"], arr["score"],
-                           int(arr["env_steps"]), counts)
+                           int(arr["env_steps"]), counts, arr.get("games"), arr.get("wins"), arr.get("draws"))
 
 
 def read_ledger(path: str | os.PathLike) -> dict[str, Any] | None:

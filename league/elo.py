@@ -71,3 +71,48 @@ class EloTable:
         for x, n in played.items():
             self.games[x] += n
         return {x for x in played if x not in anchors}
+
+    def update_pairs(self, a_ids: Sequence[str], b_ids: Sequence[str], games: Sequence[int],
+                     scores: Sequence[float]) -> set[str]:
+        """Results as counts per pair, in pair order: row k is ``games[k]`` games of ``a_ids[k]``
+        against ``b_ids[k]`` with score sum ``scores[k]``; returns the ids whose rating moved.
+
+        Game-by-game Elo depends on the order of the games, which counts do not keep. A pair's ``n``
+        games are rated as ``n`` sequential games that each scored the pair's mean score ``s``, with
+        the expected score linearised at the pair's ratings: the gap ``D = r_a - r_b`` moves by
+        ``(g / h) (1 - (1 - c h) ** n)`` where ``g = s - E(D)``, ``h = dE/dD`` and ``c`` is K times the
+        number of non-anchored agents, each of which takes its share. One game (``n = 1``) is exactly
+        ``update``; many games close at most the linearised gap to the rating that expects ``s``, as
+        sequential updates do, where a single update of K (s - E) n would overshoot without bound."""
+        if not (len(a_ids) == len(b_ids) == len(games) == len(scores)):
+            raise ValueError("Elo pairs: ids, games and scores must have the same length")
+        ratings, anchors, k = self.ratings, self.anchors, self.k
+        slope = math.log(10.0) / 400.0
+        played: dict[str, int] = {}
+        for a, b, n, total in zip(a_ids, b_ids, games, scores):
+            n, total = int(n), float(total)
+            if n < 1 or not (0.0 <= total <= n):
+                raise ValueError(f"Elo pairs: need games >= 1 and 0 <= score sum <= games, got {n} and {total}")
+            for x in (a, b):
+                if x not in ratings:
+                    self.add(x)
+                played[x] = played.get(x, 0) + n
+            movers = (a not in anchors) + (b not in anchors)
+            if a == b or not movers:
+                continue
+            ra, rb = ratings[a], ratings[b]
+            e = 1.0 / (1.0 + 10.0 ** ((rb - ra) / 400.0))
+            g = total / n - e
+            if n == 1:
+                gap = movers * k * g
+            else:
+                ch = movers * k * e * (1.0 - e) * slope
+                gap = movers * k * n * g if ch < 1e-12 else (g / (ch / (movers * k))) * (1.0 - (1.0 - ch) ** n)
+            share = gap / movers
+            if a not in anchors:
+                ratings[a] = ra + share
+            if b not in anchors:
+                ratings[b] = rb - share
+        for x, n in played.items():
+            self.games[x] += n
+        return {x for x in played if x not in anchors}

@@ -83,6 +83,12 @@ def summarize(batch: ResultBatch) -> list[dict[str, Any]]:
     second; one row per game would grow the file by gigabytes a day."""
     if not len(batch):
         return []
+    if batch.per_pair:
+        a, b, games, wins, draws, score = batch.pair_counts()
+        names = batch.agents
+        return [{"a": names[i], "b": names[j], "games": g, "score": sc, "wins": w, "draws": d, "losses": g - w - d}
+                for i, j, g, sc, w, d in zip(a.tolist(), b.tolist(), games.tolist(), score.tolist(), wins.tolist(),
+                                             draws.tolist())]
     n = len(batch.agents)
     pair = batch.a * n + batch.b
     keys, inverse = np.unique(pair, return_inverse=True)
@@ -239,6 +245,8 @@ class League:
     def _apply_results(self, batch: ResultBatch) -> tuple[list, set, set]:
         """One batch into payoff, Elo, counters and diversity (memory only): the pairs, ratings and
         behaviours it changed."""
+        if batch.per_pair:
+            return self._apply_pairs(batch)
         names = np.array(batch.agents, dtype=object)
         is_learner = np.array([x in self.learners for x in batch.agents], dtype=bool)
         known = is_learner | np.array([x in self.pool for x in batch.agents], dtype=bool)
@@ -258,6 +266,38 @@ class League:
         for key, value in (("games", float(len(batch))), ("env_steps", float(batch.env_steps))):
             self.counters[key] = self.counters.get(key, 0.0) + value
         self.results_since_solve += int(frozen.sum())  # only frozen pairs enter the meta-game
+        return changed, moved, self._apply_behaviour(batch)
+
+    def _apply_pairs(self, batch: ResultBatch) -> tuple[list, set, set]:
+        """``_apply_results`` of a per-pair batch: the cost grows with its pairs, not its games.
+
+        Counters, game counts and the meta-game's counts are exact; a learner's decayed payoff and
+        Elo treat a pair's games as exchangeable (``PayoffTable.record_counts``,
+        ``EloTable.update_pairs``): with one game per pair both equal the game-by-game update."""
+        a, b, games, wins, draws, score = batch.pair_counts()
+        names = np.array(batch.agents, dtype=object)
+        is_learner = np.array([x in self.learners for x in batch.agents], dtype=bool)
+        known = is_learner | np.array([x in self.pool for x in batch.agents], dtype=bool)
+        counted_pair = (names[a] != names[b]) & known[a] & known[b] if len(a) else np.zeros(0, dtype=bool)
+        live = counted_pair & (is_learner[a] | is_learner[b]) if len(a) else counted_pair
+        frozen = counted_pair & ~live
+        win_mass = score - 0.5 * draws  # fractional scores count score wins and 1 - score losses
+        loss_mass = (games - draws) - win_mass
+        changed = []
+        for rows, decay in ((live, None), (frozen, 1.0)):
+            if rows.any():
+                changed += self.payoff.record_counts(names[a[rows]].tolist(), names[b[rows]].tolist(), games[rows],
+                                                     win_mass[rows], draws[rows], np.maximum(loss_mass[rows], 0.0),
+                                                     decay=decay)
+        rated = np.concatenate([np.flatnonzero(live), np.flatnonzero(frozen)])
+        moved = self.elo.update_pairs(names[a[rated]].tolist(), names[b[rated]].tolist(), games[rated].tolist(),
+                                      score[rated].tolist())
+        for key, value in (("games", float(len(batch))), ("env_steps", float(batch.env_steps))):
+            self.counters[key] = self.counters.get(key, 0.0) + value
+        self.results_since_solve += int(games[frozen].sum())
+        return changed, moved, self._apply_behaviour(batch)
+
+    def _apply_behaviour(self, batch: ResultBatch) -> set:
         behaviour = []
         for learner_id, counts in batch.action_counts.items():
             if learner_id in self.learners and counts.sum() > 0:
@@ -265,7 +305,7 @@ class League:
                 if len(actions):
                     self.diversity.update(learner_id, TrajectoryBatch(actions=actions, num_actions=len(counts)))
                     behaviour.append(learner_id)
-        return changed, moved, set(behaviour)
+        return set(behaviour)
 
     def _payoff_row(self, a: str, b: str) -> tuple[str, str, float, float, float]:
         """A pair's counts in the store's one orientation (a < b)."""

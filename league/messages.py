@@ -18,7 +18,9 @@ long-running receiver stays up.
     anyone        --nash()--------------------------> Coordinator -> NashView  (GET /nash is its to_dict)
 
 A result batch is idempotent per ``(source, seq)``: a retry after a lost reply
-or a coordinator restart is stored once.
+or a coordinator restart is stored once. Rollout workers send it in the per-pair
+form (``ResultBatch.pairs``: counts per opponent), so its size and the cost of
+ingesting it grow with the pairs, not with the games.
 """
 
 from __future__ import annotations
@@ -71,6 +73,39 @@ def _pair_columns(agents: Any, a: Any, b: Any, score: Any, what: str) -> tuple[t
     return unique, a_, b_, s_
 
 
+def _count_columns(batch: "ResultBatch") -> tuple:
+    """Validated columns of a per-pair result batch: ``games`` >= 1, ``wins`` and ``draws`` >= 0 with
+    ``wins + draws <= games``, and a score sum that such games can have (a win scores more than 1/2,
+    a draw 1/2, a loss less)."""
+    what = "result batch"
+    try:
+        games = np.asarray(batch.games)
+        wins = np.asarray(batch.wins)
+        draws = np.asarray(batch.draws)
+        total = np.asarray(batch.score, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what}: columns games, wins, draws and score must be numeric ({exc})") from None
+    rows = len(np.asarray(batch.a)) if np.ndim(batch.a) == 1 else -1
+    for name, col in (("games", games), ("wins", wins), ("draws", draws)):
+        if col.ndim != 1 or len(col) != rows:
+            raise ValueError(f"{what}: column {name} must be 1-D, one entry per row of a and b")
+        if len(col) and not np.issubdtype(col.dtype, np.integer):
+            raise ValueError(f"{what}: column {name} must hold integer counts")
+    games, wins, draws = games.astype(np.int64), wins.astype(np.int64), draws.astype(np.int64)
+    if len(games):
+        if games.min() < 1 or min(wins.min(), draws.min()) < 0 or np.any(wins + draws > games):
+            raise ValueError(f"{what}: counts must have games >= 1, wins and draws >= 0, wins + draws <= games")
+        losses = games - wins - draws
+        low = 0.5 * (wins + draws)  # a win scores more than 1/2, a loss at least 0
+        high = wins + 0.5 * (draws + losses)
+        ok = np.isfinite(total) & (total >= low - 1e-9) & (total <= high + 1e-9) if total.shape == games.shape else None
+        if ok is None or not np.all(ok):
+            raise ValueError(f"{what}: score must be the sum of the games' scores (between (wins + draws) / 2 and "
+                             "wins + (draws + losses) / 2 per row)")
+    agents, a, b, _ = _pair_columns(batch.agents, batch.a, batch.b, np.zeros(len(games)), what)
+    return agents, a, b, total, games, wins, draws
+
+
 def _intern(triples: Iterable[tuple[str, str, float]]) -> tuple[list[str], list[int], list[int], list[float]]:
     agents: dict[str, int] = {}
     a, b, s = [], [], []
@@ -101,6 +136,12 @@ class ResultBatch:
     score: np.ndarray
     env_steps: int = 0
     action_counts: dict[str, np.ndarray] = field(default_factory=dict)
+    # The per-pair form (``ResultBatch.pairs``, what rollout workers send): row ``k`` stands for
+    # ``games[k]`` games of ``agents[a[k]]`` against ``agents[b[k]]``, ``wins[k]`` of them won (score
+    # > 1/2), ``draws[k]`` drawn (score 1/2), ``score[k]`` the sum of their scores. None: one row a game.
+    games: np.ndarray | None = None
+    wins: np.ndarray | None = None
+    draws: np.ndarray | None = None
 
     def __post_init__(self):
         if not isinstance(self.source, str) or not self.source:
@@ -109,7 +150,13 @@ class ResultBatch:
             raise ValueError(f"result batch: 'seq' must be an integer, got {self.seq!r}")
         if isinstance(self.env_steps, bool) or not isinstance(self.env_steps, (int, np.integer)) or self.env_steps < 0:
             raise ValueError(f"result batch: 'env_steps' must be an integer >= 0, got {self.env_steps!r}")
-        agents, a, b, score = _pair_columns(self.agents, self.a, self.b, self.score, "result batch")
+        if self.games is None:
+            if self.wins is not None or self.draws is not None:
+                raise ValueError("result batch: 'wins' and 'draws' come with 'games' (the per-pair form)")
+            agents, a, b, score = _pair_columns(self.agents, self.a, self.b, self.score, "result batch")
+            games = wins = draws = None
+        else:
+            agents, a, b, score, games, wins, draws = _count_columns(self)
         counts = {}
         if not isinstance(self.action_counts, dict):
             raise ValueError("result batch: 'action_counts' must map learner ids to histograms")
@@ -119,8 +166,51 @@ class ResultBatch:
                 raise ValueError(f"result batch: action_counts[{learner_id!r}] must be a 1-D histogram of counts >= 0")
             counts[learner_id] = h
         for name, value in (("seq", int(self.seq)), ("env_steps", int(self.env_steps)), ("agents", agents), ("a", a),
-                            ("b", b), ("score", score), ("action_counts", counts)):
+                            ("b", b), ("score", score), ("action_counts", counts), ("games", games), ("wins", wins),
+                            ("draws", draws)):
             object.__setattr__(self, name, value)
+
+    @classmethod
+    def pairs(cls, source: str, seq: int, agents: Sequence[str], a: Any, b: Any, games: Any, wins: Any, draws: Any,
+              score: Any, env_steps: int = 0, action_counts: dict[str, Any] | None = None) -> "ResultBatch":
+        """The per-pair form: ``games[k]`` games of ``agents[a[k]]`` against ``agents[b[k]]``, with
+        ``wins[k]`` wins, ``draws[k]`` draws and ``score[k]`` the sum of their scores."""
+        return cls(source, seq, tuple(agents), a, b, score, env_steps, dict(action_counts or {}), games, wins, draws)
+
+    @property
+    def per_pair(self) -> bool:
+        return self.games is not None
+
+    def pair_counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(a, b, games, wins, draws, score)`` with one row per ordered pair, in order of the pair's
+        first game (row). Exact: counts and score sums of the games, whichever form the batch has."""
+        if not len(self.a):
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z, z, z, np.zeros(0)
+        n = len(self.agents)
+        key = self.a * n + self.b
+        keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        if self.games is None:
+            games = np.ones(len(key), dtype=np.int64)
+            wins = (self.score > 0.5).astype(np.int64)
+            draws = (self.score == 0.5).astype(np.int64)
+        else:
+            games, wins, draws = self.games, self.wins, self.draws
+        m = len(keys)
+        out_games = np.bincount(inverse, weights=games, minlength=m).astype(np.int64)
+        out_wins = np.bincount(inverse, weights=wins, minlength=m).astype(np.int64)
+        out_draws = np.bincount(inverse, weights=draws, minlength=m).astype(np.int64)
+        out_score = np.bincount(inverse, weights=self.score, minlength=m)
+        order = np.argsort(first, kind="stable")
+        keys = keys[order]
+        return (keys // n, keys % n, out_games[order], out_wins[order], out_draws[order], out_score[order])
+
+    def aggregated(self) -> "ResultBatch":
+        """The same games in the per-pair form (one row per ordered pair), same source and seq."""
+        a, b, games, wins, draws, score = self.pair_counts()
+        return ResultBatch.pairs(self.source, self.seq, self.agents, a, b, games, wins, draws, score, self.env_steps,
+                                 self.action_counts)
 
     @classmethod
     def from_results(cls, source: str, seq: int, results: Iterable[Result | tuple[str, str, float]],
@@ -130,9 +220,13 @@ class ResultBatch:
                    np.asarray(s, dtype=np.float64), env_steps, dict(action_counts or {}))
 
     def __len__(self) -> int:
-        return len(self.a)
+        """Games (not rows) in the batch."""
+        return len(self.a) if self.games is None else int(self.games.sum())
 
     def results(self) -> list[Result]:
+        """One ``Result`` a game; the per-pair form has no game-by-game scores and raises."""
+        if self.games is not None:
+            raise ValueError("a per-pair result batch has counts, not game-by-game results")
         names = self.agents
         return [Result(names[i], names[j], s) for i, j, s in zip(self.a.tolist(), self.b.tolist(), self.score.tolist())]
 

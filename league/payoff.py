@@ -150,6 +150,63 @@ class PayoffTable:
         changed = [(self._ids[x], self._ids[y]) for x, y in zip(i.tolist(), j.tolist())]
         return changed
 
+    def record_counts(self, a_ids: Sequence[str], b_ids: Sequence[str], games: Sequence[float],
+                      wins: Sequence[float], draws: Sequence[float], losses: Sequence[float],
+                      decay: float | None = None) -> list[tuple[str, str]]:
+        """Apply results given as counts per pair: row k is ``games[k]`` games of ``a_ids[k]`` against
+        ``b_ids[k]`` worth ``wins[k]`` wins, ``draws[k]`` draws and ``losses[k]`` losses from ``a``'s side
+        (fractional scores count as in ``record_batch``). Returns the ordered pairs that changed.
+
+        The order of a pair's games is not known, so each of them gets the mean of the weights that
+        ``record_batch`` would give to games in some order: old counts decay by ``decay ** N`` for the
+        pair's ``N`` games, and its wins, draws and losses are added with weight
+        ``(1 - decay ** N) / ((1 - decay) N)``. The decayed number of games is exactly
+        ``record_batch``'s; its split into wins, draws and losses is the mean over the games' orders.
+        With ``decay`` 1 (frozen pairs), or one game per pair, it equals ``record_batch``."""
+        decay = self.decay if decay is None else float(decay)
+        g = np.asarray(games, dtype=float)
+        w, d, l = (np.asarray(x, dtype=float) for x in (wins, draws, losses))
+        if not (len(a_ids) == len(b_ids) == len(g) == len(w) == len(d) == len(l)):
+            raise ValueError("payoff counts: ids and count columns must have one length")
+        if not len(g):
+            return []
+        if not (np.all(np.isfinite(g)) and np.all(g > 0) and np.all((w >= 0) & (d >= 0) & (l >= 0))
+                and np.allclose(w + d + l, g)):
+            raise ValueError("payoff counts: games must be > 0 and wins + draws + losses == games, all >= 0")
+        local: dict = {}
+        la = np.fromiter((local.setdefault(a, len(local)) for a in a_ids), dtype=np.int64, count=len(a_ids))
+        lb = np.fromiter((local.setdefault(b, len(local)) for b in b_ids), dtype=np.int64, count=len(b_ids))
+        for x in local:
+            if not isinstance(x, str) or not x:
+                raise ValueError(f"agent ids must be non-empty strings, got {x!r}")
+        same = np.flatnonzero(la == lb)
+        if len(same):
+            raise ValueError(f"an agent cannot be recorded against itself ({a_ids[int(same[0])]!r})")
+        table = np.array([self.add_agent(x) for x in local], dtype=np.int64)
+        ia, ib = table[la], table[lb]
+        lo, hi = np.minimum(ia, ib), np.maximum(ia, ib)
+        flip = ia > ib
+        w_lo, l_lo = np.where(flip, l, w), np.where(flip, w, l)
+        key = lo * (1 << 32) + hi
+        keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        m = len(keys)
+        n = np.bincount(inverse, weights=g, minlength=m)
+        wsum = np.bincount(inverse, weights=w_lo, minlength=m)
+        dsum = np.bincount(inverse, weights=d, minlength=m)
+        lsum = np.bincount(inverse, weights=l_lo, minlength=m)
+        dk = decay ** n
+        mean_weight = np.ones(m) if decay == 1.0 else (1.0 - dk) / ((1.0 - decay) * n)
+        wsum, dsum, lsum = wsum * mean_weight, dsum * mean_weight, lsum * mean_weight
+        i, j = lo[first], hi[first]
+        self._wins[i, j] = dk * self._wins[i, j] + wsum
+        self._draws[i, j] = dk * self._draws[i, j] + dsum
+        self._losses[i, j] = dk * self._losses[i, j] + lsum
+        self._wins[j, i] = dk * self._wins[j, i] + lsum
+        self._draws[j, i] = dk * self._draws[j, i] + dsum
+        self._losses[j, i] = dk * self._losses[j, i] + wsum
+        return [(self._ids[x], self._ids[y]) for x, y in zip(i.tolist(), j.tolist())]
+
     # -- reads ---------------------------------------------------------------
     def counts(self, a: str, b: str) -> tuple[float, float, float]:
         i, j = self._idx(a), self._idx(b)

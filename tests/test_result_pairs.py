@@ -1,0 +1,163 @@
+"""Result batches in the per-pair form (counts per opponent, what rollout workers send): the same
+games, counted exactly; the same league state as game by game wherever the order of games cannot
+matter, and the documented exchangeable-games answer where it can (decayed payoff, Elo)."""
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+from actors.outbox import Outbox
+from league.config import load_config
+from league.elo import UNIFORM_RANDOM, EloTable
+from league.league import League, summarize
+from league.messages import ResultBatch
+from league.payoff import PayoffTable
+from league.store import LeagueStore
+
+
+def league_with_pool(path, decay=None):
+    overrides = [f"run.storage={path}", "roles.league_exploiter.count=1"]
+    if decay is not None:
+        overrides.append(f"league.payoff_decay={decay}")
+    league = League(load_config(None, overrides), LeagueStore(path))
+    frozen = [league.add_snapshot("main_agent-0", b"w", step=10 * (i + 1))[0].agent_id for i in range(3)]
+    return league, frozen
+
+
+def random_batch(agents, rng, n, seq=1, pairs=None):
+    a = rng.integers(0, len(agents), n)
+    b = (a + 1 + rng.integers(0, len(agents) - 1, n)) % len(agents)
+    if pairs is not None:  # exactly these (a, b) rows
+        a, b = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    return ResultBatch("w", seq, tuple(agents), a, b, rng.integers(0, 3, len(a)) / 2.0, env_steps=5 * len(a),
+                       action_counts={"main_agent-0": np.array([3.0, 4.0])})
+
+
+def test_aggregation_keeps_every_game_and_every_count():
+    rng = np.random.default_rng(0)
+    agents = ("main_agent-0", "x", "y", "z")
+    batch = random_batch(agents, rng, 500)
+    pairs = batch.aggregated()
+    assert pairs.per_pair and len(pairs) == len(batch) == 500
+    assert len(pairs.a) == len(set(zip(batch.a.tolist(), batch.b.tolist())))
+    for i, j, g, w, d, s in zip(pairs.a, pairs.b, pairs.games, pairs.wins, pairs.draws, pairs.score):
+        mine = (batch.a == i) & (batch.b == j)
+        assert (g, w, d) == (mine.sum(), (batch.score[mine] == 1).sum(), (batch.score[mine] == 0.5).sum())
+        assert s == pytest.approx(batch.score[mine].sum())
+    # the store's summary of a batch is the same rows in either form
+    key = lambda r: (r["a"], r["b"])
+    assert sorted(summarize(pairs), key=key) == sorted(summarize(batch), key=key)
+    assert pairs.aggregated().games.tolist() == pairs.games.tolist()  # already per pair: unchanged
+
+
+@pytest.mark.parametrize("games, wins, draws, score, what", [
+    ([0], [0], [0], [0.0], "games >= 1"),
+    ([2], [2], [1], [2.5], "wins + draws <= games"),
+    ([2], [1], [0], [0.2], "score must be the sum"),  # a win scores more than 1/2
+    ([2], [0], [1], [1.5], "score must be the sum"),  # a draw and a loss score at most 1
+    ([1.5], [0], [0], [0.0], "integer counts"),
+    ([1, 1], [0], [0], [0.0], "one entry per row"),
+])
+def test_bad_counts_are_rejected_naming_the_rule(games, wins, draws, score, what):
+    with pytest.raises(ValueError, match=re.escape(what)):
+        ResultBatch.pairs("w", 1, ("a", "b"), [0], [1], games, wins, draws, score)
+
+
+def test_one_game_per_pair_gives_the_league_of_game_by_game(tmp_path):
+    rng = np.random.default_rng(1)
+    one, frozen = league_with_pool(tmp_path / "games")
+    two, _ = league_with_pool(tmp_path / "pairs")
+    agents = ("main_agent-0", "main_exploiter-0", *frozen)
+    pairs = [(i, j) for i in range(len(agents)) for j in range(i + 1, len(agents))]  # each unordered pair once
+    for seq in range(1, 4):
+        batch = random_batch(agents, rng, 0, seq, pairs=[pairs[k][::rng.choice([1, -1])]
+                                                         for k in rng.permutation(len(pairs))])
+        assert one.report_results(batch) and two.report_results(batch.aggregated())
+    ids = [*one.learners, *frozen]
+    for x in ids:
+        assert two.elo.rating(x) == pytest.approx(one.elo.rating(x), abs=1e-9)
+        for y in ids:
+            if x != y:
+                assert two.payoff.counts(x, y) == pytest.approx(one.payoff.counts(x, y), abs=1e-12)
+    assert two.counters == one.counters and two.results_since_solve == one.results_since_solve
+    assert two.store.result_count() == one.store.result_count() == 3 * len(pairs)
+    assert two.diversity.state("main_agent-0") == one.diversity.state("main_agent-0")
+
+
+def test_many_games_per_pair_are_counted_exactly(tmp_path):
+    rng = np.random.default_rng(2)
+    one, frozen = league_with_pool(tmp_path / "games")
+    two, _ = league_with_pool(tmp_path / "pairs")
+    agents = ("main_agent-0", "main_exploiter-0", *frozen)
+    for seq in range(1, 6):
+        batch = random_batch(agents, rng, 400, seq)
+        assert one.report_results(batch) and two.report_results(batch.aggregated())
+        assert not two.report_results(batch.aggregated())  # a retry is stored once
+    assert two.store.result_count() == one.store.result_count() == 2000
+    assert two.counters == one.counters and two.results_since_solve == one.results_since_solve
+    for x in frozen:  # frozen pairs never decay: the meta-game's counts are exact
+        for y in frozen:
+            if x != y:
+                assert two.payoff.counts(x, y) == pytest.approx(one.payoff.counts(x, y), abs=1e-9)
+    for x in one.learners:  # decayed: the number of (decayed) games is exact
+        for y in frozen:
+            assert sum(two.payoff.counts(x, y)) == pytest.approx(sum(one.payoff.counts(x, y)), rel=1e-12)
+    reopened = League(two.cfg, LeagueStore(tmp_path / "pairs"))
+    assert reopened.payoff.counts("main_agent-0", frozen[0]) == pytest.approx(two.payoff.counts("main_agent-0",
+                                                                                                 frozen[0]))
+
+
+def test_decayed_counts_are_the_mean_over_the_orders_of_the_games():
+    scores = [1.0, 0.5, 0.0, 1.0]
+    mean = np.zeros(3)
+    orders = list(itertools.permutations(scores))
+    for order in orders:
+        t = PayoffTable(decay=0.9)
+        t.set_counts("a", "b", 2.0, 1.0, 3.0)
+        t.record_batch(["a"] * 4, ["b"] * 4, order)
+        mean += np.array(t.counts("a", "b")) / len(orders)
+    t = PayoffTable(decay=0.9)
+    t.set_counts("a", "b", 2.0, 1.0, 3.0)
+    t.record_counts(["b"], ["a"], [4], [1.0], [1.0], [2.0])  # from b's side: 1 win, 1 draw, 2 losses
+    assert t.counts("a", "b") == pytest.approx(tuple(mean), abs=1e-12)
+
+
+def test_elo_of_one_game_a_pair_is_the_sequential_update():
+    a, b, s = ["p", "q", "r", "p"], ["q", "r", UNIFORM_RANDOM, "r"], [1.0, 0.5, 0.0, 0.25]
+    one, two = EloTable(k=24), EloTable(k=24)
+    one.update_batch(a, b, s)
+    assert two.update_pairs(a, b, [1, 1, 1, 1], s) == {"p", "q", "r"}
+    assert two.ratings == pytest.approx(one.ratings) and two.games == one.games
+    assert two.rating(UNIFORM_RANDOM) == 1000.0
+
+
+@pytest.mark.parametrize("p, anchored", [(0.7, False), (0.3, True), (0.5, False)])
+def test_elo_of_many_games_closes_on_the_rating_that_expects_the_score(p, anchored):
+    """n games at mean score s move the gap toward 400 log10(s / (1 - s)), where E = s, without
+    overshooting it (one batch takes at most the Newton step of E); batch after batch the gap settles
+    there: the fixed point of sequential game-by-game Elo at that score."""
+    n = 3000
+    opponent = UNIFORM_RANDOM if anchored else "q"
+    target = 400 * np.log10(p / (1 - p))
+    pairs = EloTable(k=16)
+    gaps = []
+    for _ in range(6):
+        pairs.update_pairs(["p"], [opponent], [n], [p * n])
+        gaps.append(pairs.rating("p") - pairs.rating(opponent))
+    assert all(abs(g) <= abs(target) + 1e-9 for g in gaps)  # monotone toward the target, never past it
+    assert all(abs(y - target) <= abs(x - target) + 1e-9 for x, y in zip(gaps, gaps[1:]))
+    assert gaps[-1] == pytest.approx(target, abs=1e-3 * abs(target) + 1e-9)
+    assert pairs.games["p"] == 6 * n
+
+
+def test_a_staged_pair_batch_comes_back_whole(tmp_path):
+    batch = random_batch(("main_agent-0", "x", "y"), np.random.default_rng(5), 50).aggregated()
+    box = Outbox(tmp_path, "w")
+    box.stage(batch.seq, {})  # replaced by the batch below
+    box.stage_batch(batch)
+    back = box.pending_batch()
+    assert back.per_pair and len(back) == 50
+    for name in ("a", "b", "games", "wins", "draws", "score"):
+        assert getattr(back, name).tolist() == getattr(batch, name).tolist()
