@@ -19,6 +19,7 @@ import ray
 
 from league.config import Config
 from league.league import League
+from league.matchmaking import MatchPlan
 from league.messages import (Checkpoint, ExactScores, MatchAssignments, NashView, ProgressDecision, ResultBatch,
                              SnapshotReply)
 from league.store import LeagueStore
@@ -118,6 +119,13 @@ class LeagueCoordinatorImpl:
         return self.league.next_matches(learner_id, n)
 
     @timed
+    async def match_plan(self, learner_id: str, known_version: str | None = None) -> MatchPlan | None:
+        """The learner's opponent distribution for workers to draw matches from themselves (None when
+        ``known_version`` is current): ``next_matches`` without a round trip per request."""
+        self._ensure_loop()
+        return self.league.match_plan(learner_id, known_version)
+
+    @timed
     async def report_results(self, batch: ResultBatch) -> bool:
         """Commit a batch of results (rollout workers and evaluators alike); True once
         stored, also when it is a retry of a batch stored before."""
@@ -157,9 +165,15 @@ class LeagueCoordinatorImpl:
         # games (evaluators) are labelled "evaluator", as the dashboards expect
         roles = [self.league.learner_role(x) or "evaluator" for x in batch.agents]
         counts: dict[tuple[str, str], int] = {}
-        for i, score in zip(batch.a.tolist(), batch.score.tolist()):
-            key = (roles[i], result_label(score))
-            counts[key] = counts.get(key, 0) + 1
+        if batch.per_pair:  # counts per pair: as many games of each result as they say
+            for i, g, w, d in zip(batch.a.tolist(), batch.games.tolist(), batch.wins.tolist(), batch.draws.tolist()):
+                for result, n in (("win", w), ("draw", d), ("loss", g - w - d)):
+                    if n:
+                        counts[(roles[i], result)] = counts.get((roles[i], result), 0) + n
+        else:
+            for i, score in zip(batch.a.tolist(), batch.score.tolist()):
+                key = (roles[i], result_label(score))
+                counts[key] = counts.get(key, 0) + 1
         for (role, result), n in counts.items():
             self.metrics.inc("games", n, role=role, result=result)
         if len(batch):

@@ -1,12 +1,13 @@
 """RolloutWorker: steps a vector of environments for one learner, forever.
 
 Each environment plays the learner's current policy (refreshed by version)
-in a random seat against the opponent the coordinator assigned to it; when an
-episode ends the environment takes the next assignment from a local queue
-that is refilled asynchronously. The learner's transitions of finished
+in a random seat against an opponent drawn from the coordinator's match plan
+for the learner (its opponent distribution, refreshed asynchronously every
+``league.match_plan_seconds``); when an episode ends the environment takes the
+next assignment from a local queue of such draws. The learner's transitions of finished
 episodes go to the learner in batches, with at most
 ``rollout.max_inflight_batches`` unacknowledged (backpressure); outcomes go to
-the coordinator in numbered batches (idempotent on retry).
+the coordinator in numbered batches of counts per opponent (idempotent on retry).
 
 With ``objective.k_opponents`` > 1 or a reward shaper (league.objectives), the
 learner's episodes are played in groups of k: a new episode joins the open
@@ -33,6 +34,7 @@ from actors.outbox import Outbox
 from envs import make_game
 from league.config import Config
 from league.league import learner_ids
+from league.matchmaking import MatchSampler
 from league.messages import EpisodeGroups, MatchAssignments, ResultBatch, WeightsReply
 from league.objectives import CompletedGroup, GroupBook
 from league.seeds import generator, seed_int, seed_sequence
@@ -44,7 +46,7 @@ log = logging.getLogger(__name__)
 
 class ResultColumns:
     """Finished games of the worker's learner, kept as columns until reported as
-    one ``league.messages.ResultBatch``."""
+    one per-pair ``league.messages.ResultBatch``."""
 
     def __init__(self):
         self.opponents: list[np.ndarray] = []  # the worker's opponent codes
@@ -63,11 +65,8 @@ class ResultColumns:
              action_counts: dict[str, np.ndarray]) -> ResultBatch:
         codes = np.concatenate(self.opponents) if self.opponents else np.zeros(0, dtype=np.int64)
         scores = np.concatenate(self.scores) if self.scores else np.zeros(0)
-        used, b = np.unique(codes, return_inverse=True)
         self.opponents, self.scores, self.n = [], [], 0
-        return ResultBatch(source, seq, (learner_id, *(names[c] for c in used.tolist())),
-                           np.zeros(len(codes), dtype=np.int64), b.astype(np.int64).reshape(-1) + 1,
-                           scores.astype(np.float64), env_steps, action_counts)
+        return ResultBatch.learner_games(source, seq, learner_id, names, codes, scores, env_steps, action_counts)
 
 
 class Lane:
@@ -146,6 +145,9 @@ class RolloutWorkerImpl:
         self.grouped = objective is not None and objective.grouped
         self.k = objective.k_opponents if self.grouped else 1
         self._held: dict[int, Any] = {}  # learner version -> policy, while a group plays it (grouped play)
+        # matches: drawn here from the coordinator's plan, with the worker's own stream of run.seed
+        self.matches = MatchSampler(learner_id, generator(cfg.run.seed, "worker", worker_id, "matches"),
+                                    cfg.league.match_plan_seconds)
 
     # -- weights -------------------------------------------------------------
     def _refresh(self, learner_id: str, block: bool) -> None:
@@ -185,13 +187,12 @@ class RolloutWorkerImpl:
 
     # -- assignments -------------------------------------------------------------
     def _next_matches(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The next ``k`` assignments: opponent codes and whether each opponent is live."""
+        """The next ``k`` assignments: opponent codes and whether each opponent is live, drawn here
+        from the coordinator's plan for the learner (``league.matchmaking.MatchSampler``)."""
         taken: list[tuple[int, bool]] = []
         while len(taken) < k:
-            if len(self._queue) < self._want // 2 + 1 and self._pending_matches is None:
-                self._pending_matches = self.coordinator.next_matches.remote(self.learner_id, self._want)
             if not self._queue:
-                self._take_matches(block=True)
+                self._take_matches(self.matches.draw(self._want))
             cut = max(0, len(self._queue) - (k - len(taken)))
             taken += self._queue[cut:]
             del self._queue[cut:]
@@ -205,13 +206,22 @@ class RolloutWorkerImpl:
             self._names.append(agent_id)
         return code
 
-    def _take_matches(self, block: bool) -> None:
-        if self._pending_matches is None:
+    def _poll_plan(self, block: bool = False) -> None:
+        """Ask for a newer match plan when due; take the answer when it came (or wait, ``block``)."""
+        if self._pending_plan is None and self.matches.due(time.time()):
+            self.matches.asked(time.time())
+            self._pending_plan = self.coordinator.match_plan.remote(self.learner_id, self.matches.version)
+        if self._pending_plan is None or (not block and not ray.wait([self._pending_plan], timeout=0)[0]):
             return
-        if not block and not ray.wait([self._pending_matches], timeout=0)[0]:
-            return
-        reply: MatchAssignments = ray.get(self._pending_matches)
-        self._pending_matches = None
+        ref, self._pending_plan = self._pending_plan, None
+        try:
+            self.matches.update(ray.get(ref))
+        except ray.exceptions.RayError:
+            if self.matches.plan is None:
+                raise
+            log.warning("%s: could not refresh the match plan of %s", self.worker_id, self.learner_id)
+
+    def _take_matches(self, reply: MatchAssignments) -> None:
         codes = [self._code(o) for o in reply.opponents]
         self._queue.extend((codes[k], bool(reply.live[k])) for k in reply.opponent.tolist())
         branches = self.stats["branches"]
@@ -225,7 +235,8 @@ class RolloutWorkerImpl:
         self._pending_refresh = []
         self._refresh(self.learner_id, block=True)
         self._queue: list[tuple[int, bool]] = []
-        self._pending_matches = None
+        self._pending_plan = None
+        self._poll_plan(block=True)
         self._want = max(sum(l.game.num_envs for l in self.lanes), cfg.matches_per_request)
         self._next_episode = 0
         # group ids never reused, also by a restarted worker (numbered from the clock, in microseconds)
@@ -252,7 +263,7 @@ class RolloutWorkerImpl:
         submit_every = max(64, cfg.steps_per_batch // max(1, cfg.workers_per_learner))
 
         while not self._stop.is_set():
-            self._take_matches(block=False)
+            self._poll_plan()
             self._poll_refreshes()
             for lane in self.lanes:
                 if lane.prepared:

@@ -59,25 +59,50 @@ def seed_pool(storage: str) -> list[str]:
         return list(league.learners)
 
 
-def result_batch(source: str, seq: int, matches, rng: np.random.Generator):
-    """One report as a rollout worker sends it: the learner's games against its assigned opponents."""
-    from league.messages import ResultBatch
-
-    n = len(matches)
-    # self-play games name the learner once (index 0), as a worker's batch does
-    index = np.array([0 if o == matches.learner_id else k + 1 for k, o in enumerate(matches.opponents)], dtype=np.int64)
-    return ResultBatch(source, seq, (matches.learner_id, *matches.opponents), np.zeros(n, dtype=np.int64),
-                       index[matches.opponent], rng.integers(0, 3, n) / 2.0, env_steps=3 * n)
+def simulated_games(got, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Outcomes of the assigned matches (random wins, draws, losses): opponent codes and scores."""
+    return got.opponent, rng.integers(0, 3, len(got)) / 2.0
 
 
-def summary(results: int, seconds: float, latencies_s: list[float]) -> dict:
-    lat = np.asarray(latencies_s) * 1000.0
-    return {"results_per_s": round(results / seconds), "next_matches_p50_ms": round(float(np.percentile(lat, 50)), 3),
-            "next_matches_p99_ms": round(float(np.percentile(lat, 99)), 3), "calls": int(len(lat))}
+class Report:
+    """A simulated worker's games since its last report, sent as a rollout worker sends them: one
+    per-pair ``ResultBatch`` (``ResultBatch.learner_games``) per ``batch_games`` games."""
+
+    def __init__(self):
+        self.codes: list[np.ndarray] = []
+        self.scores: list[np.ndarray] = []
+        self.names: dict[str, int] = {}
+        self.n = 0
+
+    def add(self, got, rng: np.random.Generator) -> None:
+        local, scores = simulated_games(got, rng)
+        table = np.array([self.names.setdefault(o, len(self.names)) for o in got.opponents], dtype=np.int64)
+        self.codes.append(table[local])
+        self.scores.append(scores)
+        self.n += len(local)
+
+    def take(self, source: str, seq: int, learner_id: str):
+        from league.messages import ResultBatch
+
+        batch = ResultBatch.learner_games(source, seq, learner_id, list(self.names), np.concatenate(self.codes),
+                                          np.concatenate(self.scores), env_steps=3 * self.n)
+        self.codes, self.scores, self.n = [], [], 0
+        return batch
 
 
-def inprocess(storage: str, seconds: float, matches: int) -> dict:
+def summary(results: int, seconds: float, latencies_s: list[float], report_s: list[float],
+            plan_s: list[float]) -> dict:
+    ms = lambda xs, q: round(float(np.percentile(np.asarray(xs) * 1000.0, q)), 3) if len(xs) else None
+    return {"results_per_s": round(results / seconds), "next_matches_p50_ms": ms(latencies_s, 50),
+            "next_matches_p99_ms": ms(latencies_s, 99), "calls": int(len(latencies_s)),
+            "report_results_p50_ms": ms(report_s, 50), "report_results_p99_ms": ms(report_s, 99),
+            "reports": len(report_s), "match_plan_p99_ms": ms(plan_s, 99), "match_plans": len(plan_s)}
+
+
+def inprocess(storage: str, seconds: float, matches: int, batch_games: int) -> dict:
+    """The product's path with no Ray: draw from the league's plan, report per-pair batches."""
     from league.league import League
+    from league.matchmaking import MatchSampler
     from league.store import LeagueStore
 
     cfg = bench_config(storage)
@@ -85,17 +110,32 @@ def inprocess(storage: str, seconds: float, matches: int) -> dict:
     with LeagueStore(storage) as store:
         league = League(cfg, store)
         learners = list(league.learners)
-        lat, results, seq = [], 0, 0
+        samplers = {l: MatchSampler(l, np.random.default_rng(i), cfg.league.match_plan_seconds)
+                    for i, l in enumerate(learners)}
+        reports = {l: Report() for l in learners}
+        lat, rep, plans, results, seq, rounds = [], [], [], 0, 0, 0
         start = time.perf_counter()
         while time.perf_counter() - start < seconds:
-            lid = learners[seq % len(learners)]
+            lid = learners[rounds % len(learners)]
+            rounds += 1
+            sampler, report = samplers[lid], reports[lid]
+            if sampler.due(time.time()):
+                t0 = time.perf_counter()
+                sampler.asked(time.time())
+                sampler.update(league.match_plan(lid, sampler.version))
+                plans.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            got = league.next_matches(lid, matches)
+            got = sampler.draw(matches)
             lat.append(time.perf_counter() - t0)
-            seq += 1
-            league.report_results(result_batch("bench", seq, got, rng))
-            results += len(got)
-        return summary(results, time.perf_counter() - start, lat)
+            report.add(got, rng)
+            if report.n >= batch_games:
+                seq += 1
+                n = report.n
+                t0 = time.perf_counter()
+                league.report_results(report.take("bench", seq, lid))
+                rep.append(time.perf_counter() - t0)
+                results += n
+        return summary(results, time.perf_counter() - start, lat, rep, plans)
 
 
 def make_client():
@@ -103,27 +143,54 @@ def make_client():
 
     @ray.remote(num_cpus=0)
     class Client:
-        """Simulated rollout workers: next_matches, then report as many results, at full speed."""
+        """Simulated rollout workers on the product's path: matches drawn from the coordinator's
+        plan (``MatchSampler``; a newer plan asked for in the background, as a worker does), games
+        reported as per-pair batches, one report in flight, no think time."""
 
-        def __init__(self, name: str, coordinator, learners: list[str], matches: int):
+        def __init__(self, name: str, coordinator, learners: list[str], matches: int, batch_games: int,
+                     refresh_seconds: float):
             self.name, self.coordinator, self.learners, self.matches = name, coordinator, learners, matches
+            self.batch_games, self.refresh_seconds = batch_games, refresh_seconds
+
+        async def _plan(self, sampler, out: dict) -> None:
+            t0 = time.perf_counter()
+            sampler.update(await self.coordinator.match_plan.remote(sampler.learner_id, sampler.version))
+            out["plan"].append(time.perf_counter() - t0)
 
         async def _loop(self, source: str, k: int, until: float, out: dict) -> None:
-            rng = np.random.default_rng(k)
+            from league.matchmaking import MatchSampler
+            from league.seeds import generator
+
+            rng = generator(0, "bench", source)
             lid = self.learners[k % len(self.learners)]
-            seq = 0
+            sampler = MatchSampler(lid, generator(0, "bench", source, "matches"), self.refresh_seconds)
+            report, seq, refresh = Report(), 0, None
             while time.time() < until:
+                if sampler.due(time.time()) and (refresh is None or refresh.done()):
+                    sampler.asked(time.time())
+                    refresh = asyncio.ensure_future(self._plan(sampler, out))
+                    if sampler.plan is None:
+                        await refresh  # the first plan: nothing to draw from before it
                 t0 = time.perf_counter()
-                got = await self.coordinator.next_matches.remote(lid, self.matches)
+                got = sampler.draw(self.matches)
                 out["lat"].append(time.perf_counter() - t0)
-                seq += 1
-                await self.coordinator.report_results.remote(result_batch(source, seq, got, rng))
-                out["results"] += len(got)
+                report.add(got, rng)
+                if report.n >= self.batch_games:
+                    seq += 1
+                    n = report.n
+                    t0 = time.perf_counter()
+                    await self.coordinator.report_results.remote(report.take(source, seq, lid))
+                    out["report"].append(time.perf_counter() - t0)
+                    out["results"] += n
+                else:
+                    await asyncio.sleep(0)  # the other loops of this process get their turn
+            if refresh is not None:
+                await refresh
 
         async def run(self, tag: str, loops: int, start_at: float, seconds: float) -> dict:
-            """``loops`` simulated rollout workers in this process, each one request at a time."""
+            """``loops`` simulated rollout workers in this process."""
             await asyncio.sleep(max(0.0, start_at - time.time()))
-            out = {"lat": [], "results": 0}
+            out = {"lat": [], "report": [], "plan": [], "results": 0}
             await asyncio.gather(*(self._loop(f"{self.name}:{tag}:{k}", k, start_at + seconds, out)
                                    for k in range(loops)))
             return out
@@ -134,7 +201,7 @@ def make_client():
     return Client
 
 
-def with_ray(storage: str, counts: list[int], seconds: float, matches: int, max_actors: int) -> dict:
+def with_ray(storage: str, counts: list[int], seconds: float, matches: int, batch_games: int, max_actors: int) -> dict:
     import ray
 
     from actors.coordinator import LeagueCoordinator
@@ -152,13 +219,15 @@ def with_ray(storage: str, counts: list[int], seconds: float, matches: int, max_
         for n in counts:
             actors = min(n, max_actors)
             while len(clients) < actors:
-                clients.append(Client.remote(f"c{len(clients)}", coordinator, learners, matches))
+                clients.append(Client.remote(f"c{len(clients)}", coordinator, learners, matches, batch_games,
+                                             cfg.league.match_plan_seconds))
             ray.get([c.ready.remote() for c in clients[:actors]])
             start_at = time.time() + 1.0
             parts = ray.get([c.run.remote(f"n{n}", n // actors + (i < n % actors), start_at, seconds)
                              for i, c in enumerate(clients[:actors])])
-            lat = [x for p in parts for x in p["lat"]]
-            out[str(n)] = {**summary(sum(p["results"] for p in parts), seconds, lat), "actors": actors}
+            cat = lambda key: [x for p in parts for x in p[key]]
+            out[str(n)] = {**summary(sum(p["results"] for p in parts), seconds, cat("lat"), cat("report"), cat("plan")),
+                           "actors": actors}
             print(f"bench.coordinator: {n} clients: {out[str(n)]}", file=sys.stderr, flush=True)
         return out
     finally:
@@ -169,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.coordinator", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per client count")
     parser.add_argument("--clients", default="16,64,256")
-    parser.add_argument("--matches", type=int, default=512, help="matches asked for (and results reported) per round")
+    parser.add_argument("--matches", type=int, default=512, help="matches drawn per round")
+    parser.add_argument("--batch-games", type=int, default=512,
+                        help="games per report (a worker's rollout.results_batch_size)")
     parser.add_argument("--max-actors", type=int, default=64, help="client processes at most (see above)")
     args = parser.parse_args(argv)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -177,10 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         seed_pool(str(root / "seeded"))
         shutil.copytree(root / "seeded", root / "inprocess")
-        ceiling = inprocess(str(root / "inprocess"), args.seconds, args.matches)
+        ceiling = inprocess(str(root / "inprocess"), args.seconds, args.matches, args.batch_games)
         print(f"bench.coordinator: inprocess: {ceiling}", file=sys.stderr, flush=True)
         counts = [int(c) for c in args.clients.split(",")]
-        served = with_ray(str(root / "seeded"), counts, args.seconds, args.matches, args.max_actors)
+        served = with_ray(str(root / "seeded"), counts, args.seconds, args.matches, args.batch_games, args.max_actors)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps({"clients": served, "inprocess": ceiling}), flush=True)

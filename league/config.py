@@ -144,6 +144,10 @@ class LeagueConfig:
     elo_k: float = 16.0
     elo_initial: float = 1000.0
     seed_snapshots: list[str] = field(default_factory=list)
+    # rollout workers draw their matches from a plan (the learner's opponent distribution) that the
+    # coordinator remakes at most this often while results arrive, at once when the pool or the Nash
+    # changes; workers ask for a newer one this often (docs/cluster.md)
+    match_plan_seconds: float = 1.0
 
 
 @dataclass
@@ -196,7 +200,7 @@ class RolloutConfig:
     results_batch_size: int = 512
     opponent_inference: str = "serve"  # or "inprocess": frozen opponents in the worker's own process
     lanes: int = 2  # sub-vectors a worker alternates between while served requests are in flight
-    matches_per_request: int = 64
+    matches_per_request: int = 64  # matches a worker draws from its plan at a time
     # Ray options of each worker (docs/cluster.md)
     num_cpus: float = 0.5
     num_gpus: float = 0.0
@@ -312,6 +316,7 @@ class Config:
         _positive("league.nash_every_seconds", self.league.nash_every_seconds)
         _positive("league.nash_every_results", self.league.nash_every_results)
         _positive("league.elo_k", self.league.elo_k)
+        _positive("league.match_plan_seconds", self.league.match_plan_seconds)
         if not self.policy.hidden or any(h < 1 for h in self.policy.hidden):
             raise ConfigError("policy.hidden", f"must be a non-empty list of positive sizes, got {self.policy.hidden}")
         if self.policy.activation not in ("tanh", "relu"):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -25,7 +26,7 @@ import numpy as np
 from league.config import Config
 from league.diversity import DiversityTracker, TrajectoryBatch
 from league.elo import EloTable
-from league.matchmaking import CachedWinRates, LeagueView, choose_draws, draws_as_columns
+from league.matchmaking import CachedWinRates, LeagueView, MatchPlan, match_plan
 from league.messages import Checkpoint, MatchAssignments, NashMember, NashView, ProgressDecision, ResultBatch
 from league.messages import Result  # noqa: F401  (re-exported: Result used to live here)
 from league.nash import NashSolver, meta_exploitability, nash_entropy
@@ -132,6 +133,10 @@ class League:
         self.results_since_solve = 0
         self.counters: dict[str, float] = {"games": 0.0, "env_steps": 0.0}
         self.diversity = DiversityTracker()
+        # plans handed to rollout workers: learner -> (pool and Nash they were made for, games then, plan);
+        # versions are unique across restarts (this life's token and a counter)
+        self._plans: dict[str, tuple[tuple, float, MatchPlan]] = {}
+        self._plan_life, self._plans_made = uuid.uuid4().hex[:8], 0
         for learner_id, role in learner_ids(cfg).items():
             self.learners[learner_id] = LearnerState(learner_id, role)
         if store is not None:
@@ -182,11 +187,27 @@ class League:
         state = self._learner(learner_id)
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not (1 <= n <= 100_000):
             raise ValueError(f"number of matches must be an integer in [1, 100000], got {n!r}")
-        view = self.view()
-        cfg = self.cfg.role(state.role)
-        opponents, live, opponent, branches, branch = draws_as_columns(
-            *choose_draws(learner_id, state.role, cfg, view, self.rng, int(n)))
-        return MatchAssignments(learner_id, opponents, live, opponent, branches, branch)
+        return match_plan(learner_id, state.role, self.cfg.role(state.role), self.view()).draw(self.rng, int(n))
+
+    def match_plan(self, learner_id: str, known_version: str | None = None, now: float | None = None) -> MatchPlan | None:
+        """The learner's opponent distribution, for a rollout worker to draw its matches from
+        (``MatchPlan.draw``, with the worker's own random stream); None when ``known_version`` is
+        still current. A plan is remade when the pool or the Nash changed, and at most every
+        ``league.match_plan_seconds`` while results move the win rates; the same distribution
+        ``next_matches`` draws from, up to that age."""
+        state = self._learner(learner_id)
+        now = time.time() if now is None else float(now)
+        league_key = (self.pool_version, self.nash.solved_at, self.nash.pool_version)
+        games = self.counters.get("games", 0.0)
+        cached = self._plans.get(learner_id)
+        if cached is None or cached[0] != league_key or (
+                games != cached[1] and now - cached[2].made_at >= self.cfg.league.match_plan_seconds):
+            self._plans_made += 1
+            plan = match_plan(learner_id, state.role, self.cfg.role(state.role), self.view(),
+                              f"{self._plan_life}-{self._plans_made}", now)
+            cached = self._plans[learner_id] = (league_key, games, plan)
+        plan = cached[2]
+        return None if known_version == plan.version else plan
 
     def _learner(self, learner_id: str) -> LearnerState:
         try:
@@ -236,7 +257,7 @@ class League:
             writes.append((batch.source, batch.seq, summarize(batch)))
             outcomes.append(True)
         if self.store is not None and writes:
-            rows = [self._payoff_row(x, y) for x, y in changed]
+            rows = self.payoff.rows(list(changed))
             elo_rows = [(x, self.elo.ratings[x], self.elo.games[x]) for x in moved]
             diversity_rows = [(x, *self.diversity.state(x)) for x in behaviour]
             self.store.record_results_many(writes, rows, elo_rows, counted, diversity_rows)

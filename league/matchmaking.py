@@ -218,31 +218,177 @@ def choose_matches(learner_id: str, role: AgentType, cfg: RoleConfig, view: Leag
     return out if order is None else [out[i] for i in order.tolist()]
 
 
-def choose_draws(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, rng: np.random.Generator,
-                 n: int) -> tuple[list[Draws], np.ndarray | None]:
-    """``choose_matches`` as blocks of draws and the order (a permutation, or None) in which their
-    concatenation is the i.i.d. sequence. The coordinator hands out matches by the thousand: the
-    ``self``, ``latest``, ``nash`` and ``pfsp`` rules draw from one fixed distribution per view, and
-    the ``alphastar`` rules are a random choice among branches that each are one."""
+@dataclass(frozen=True)
+class PlanBranch:
+    """One branch of a role's rule for one view: with probability ``weight`` (relative to the other
+    branches) the opponent is ``opponents[i]``, ``i`` drawn from the cumulative (unnormalized)
+    weights ``cdf``, or always ``opponents[0]`` when ``cdf`` is None."""
+
+    weight: float
+    opponents: tuple[str, ...]
+    cdf: np.ndarray | None
+    live: bool
+    name: str
+
+    def draws(self, k: int, rng: np.random.Generator) -> Draws:
+        index = np.zeros(k, dtype=np.int64) if self.cdf is None else _draw(self.cdf, rng, k)
+        return Draws(self.opponents, index, self.live, self.name)
+
+    def probabilities(self) -> np.ndarray:
+        if self.cdf is None:
+            return np.ones(1)
+        return np.diff(self.cdf, prepend=0.0) / self.cdf[-1]
+
+
+@dataclass(frozen=True)
+class MatchPlan:
+    """A learner's opponent distribution at one moment of the league, to draw matches from without
+    asking the coordinator each time. ``mixed``: the rule is a random choice among ``branches``
+    (AlphaStar roles); otherwise it is the one branch. ``version`` names the plan: the coordinator
+    makes a new one when the pool or the Nash changed, or results moved the win rates."""
+
+    learner_id: str
+    branches: tuple[PlanBranch, ...]
+    mixed: bool
+    version: str = ""
+    made_at: float = 0.0
+
+    def __post_init__(self):
+        # every opponent of every branch once, with a code; per branch, the code of each of its
+        # opponents: a draw becomes MatchAssignments columns with arrays, no Python per match
+        names: dict[str, int] = {}
+        live: list[bool] = []
+        codes = []
+        for b in self.branches:
+            for o in b.opponents:
+                if o not in names:
+                    names[o] = len(names)
+                    live.append(b.live)
+            codes.append(np.array([names[o] for o in b.opponents], dtype=np.int64))
+        branch_names: dict[str, int] = {}
+        object.__setattr__(self, "_names", tuple(names))
+        object.__setattr__(self, "_live", np.array(live, dtype=bool))
+        object.__setattr__(self, "_codes", codes)
+        object.__setattr__(self, "_branch_code", np.array([branch_names.setdefault(b.name, len(branch_names))
+                                                           for b in self.branches], dtype=np.int64))
+        object.__setattr__(self, "_branch_names", tuple(branch_names))
+
+    def _blocks(self, rng: np.random.Generator, n: int) -> tuple[list[tuple[int, np.ndarray]], np.ndarray | None]:
+        """(branch number, opponent indices) blocks and the order of the i.i.d. sequence."""
+        if not self.mixed:
+            return [(0, self.branches[0].draws(n, rng).index)], None
+        p = np.array([b.weight for b in self.branches], dtype=float)
+        counts = rng.multinomial(n, p / p.sum())
+        out = [(i, b.draws(int(k), rng).index) for i, (b, k) in enumerate(zip(self.branches, counts)) if k]
+        return out, (rng.permutation(n) if len(self.branches) > 1 else None)
+
+    def draw_blocks(self, rng: np.random.Generator, n: int) -> tuple[list[Draws], np.ndarray | None]:
+        """``n`` i.i.d. matches as blocks of draws and their order (``choose_draws``)."""
+        blocks, order = self._blocks(rng, n)
+        b = self.branches
+        return [Draws(b[i].opponents, index, b[i].live, b[i].name) for i, index in blocks], order
+
+    def draw(self, rng: np.random.Generator, n: int):
+        """``n`` matches as ``league.messages.MatchAssignments`` (what ``next_matches`` returns): the
+        same random numbers as ``draw_blocks``; opponents and branches listed in the plan's order."""
+        from league.messages import MatchAssignments
+
+        blocks, order = self._blocks(rng, int(n))
+        if blocks:
+            codes = np.concatenate([self._codes[i][index] for i, index in blocks])
+            branch = np.concatenate([np.full(len(index), self._branch_code[i]) for i, index in blocks])
+        else:
+            codes = branch = np.zeros(0, dtype=np.int64)
+        if order is not None:
+            codes, branch = codes[order], branch[order]
+        used, opponent = np.unique(codes, return_inverse=True)
+        used_b, branch = np.unique(branch, return_inverse=True)
+        names, branch_names = self._names, self._branch_names
+        return MatchAssignments(self.learner_id, tuple(names[u] for u in used.tolist()), self._live[used],
+                                opponent.reshape(-1).astype(np.int64), tuple(branch_names[u] for u in used_b.tolist()),
+                                branch.reshape(-1).astype(np.int64))
+
+    def distribution(self) -> dict[tuple[str, str, bool], float]:
+        """Probability of each (opponent, branch, live) per match: what the plan's draws converge to."""
+        p = np.array([b.weight for b in self.branches], dtype=float)
+        p = p / p.sum() if self.mixed else np.eye(len(self.branches))[0]
+        out: dict[tuple[str, str, bool], float] = {}
+        for branch, pb in zip(self.branches, p):
+            for opponent, q in zip(branch.opponents, branch.probabilities()):
+                key = (opponent, branch.name, branch.live)
+                out[key] = out.get(key, 0.0) + float(pb * q)
+        return out
+
+
+def match_plan(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, version: str = "",
+               made_at: float = 0.0) -> MatchPlan:
+    """The role's sampling rule for ``learner_id`` under ``view``, as a ``MatchPlan``: the
+    ``self``, ``latest``, ``nash`` and ``pfsp`` rules are one fixed distribution per view, and the
+    ``alphastar`` rules are a random choice among branches that each are one."""
     snapshots = view.pool.ids()
+    one = lambda branch: MatchPlan(learner_id, (branch,), False, version, made_at)
     if cfg.sampling == "self" or (not snapshots and cfg.sampling != "alphastar"):
-        return [_live(learner_id, learner_id, "self_play")(n, rng)], None
+        return one(_live(learner_id, learner_id, "self_play")(1.0))
     if cfg.sampling == "latest":
         latest = view.pool.latest(learner_id)
         if latest is None:
-            return [_live(learner_id, learner_id, "self_play")(n, rng)], None
-        return [Draws((latest.agent_id,), np.zeros(n, dtype=np.int64), False, "latest")], None
+            return one(_live(learner_id, learner_id, "self_play")(1.0))
+        return one(PlanBranch(1.0, (latest.agent_id,), None, False, "latest"))
     if cfg.sampling == "nash":
         ids = [a for a, w in view.nash_weights.items() if w > 0 and a in view.pool]
         if not ids:
-            return [_pfsp_draws(learner_id, snapshots, cfg, view, rng, "nash_fallback_pfsp", n)], None
-        cdf = np.cumsum([view.nash_weights[a] for a in ids])
-        return [Draws(ids, _draw(cdf, rng, n), False, "nash")], None
+            return one(_pfsp_branch(learner_id, snapshots, cfg, view, "nash_fallback_pfsp")(1.0))
+        return one(PlanBranch(1.0, tuple(ids), np.cumsum([view.nash_weights[a] for a in ids]), False, "nash"))
     if cfg.sampling == "pfsp":
-        return [_pfsp_draws(learner_id, snapshots, cfg, view, rng, "pfsp", n)], None
+        return one(_pfsp_branch(learner_id, snapshots, cfg, view, "pfsp")(1.0))
     branches = {AgentType.MAIN_AGENT: _main_agent_branches,
                 AgentType.MAIN_EXPLOITER: _main_exploiter_branches}.get(role, _league_exploiter_branches)
-    return _branch_draws(branches(learner_id, cfg, view), rng, n)
+    return MatchPlan(learner_id, tuple(make(p) for p, make in branches(learner_id, cfg, view)), True, version,
+                     made_at)
+
+
+class MatchSampler:
+    """A rollout worker's matches, drawn from the coordinator's latest ``MatchPlan`` for its learner
+    with the worker's own random stream (``league.seeds``), so that ``next_matches`` is no round
+    trip. The worker asks the coordinator for a newer plan (``match_plan(learner, version)``) when
+    ``due``, without waiting for it, and draws from the one it has meanwhile."""
+
+    def __init__(self, learner_id: str, rng: np.random.Generator, refresh_seconds: float):
+        self.learner_id, self.rng, self.refresh_seconds = learner_id, rng, float(refresh_seconds)
+        self.plan: MatchPlan | None = None
+        self.asked_at = -np.inf
+
+    @property
+    def version(self) -> str | None:
+        return None if self.plan is None else self.plan.version
+
+    def due(self, now: float) -> bool:
+        return self.plan is None or now - self.asked_at >= self.refresh_seconds
+
+    def asked(self, now: float) -> None:
+        self.asked_at = now
+
+    def update(self, plan: "MatchPlan | None") -> None:
+        """The coordinator's answer: a newer plan, or None (the one held is current)."""
+        if plan is not None:
+            if plan.learner_id != self.learner_id:
+                raise ValueError(f"a plan for {plan.learner_id!r} sent to the sampler of {self.learner_id!r}")
+            self.plan = plan
+
+    def draw(self, n: int):
+        """``n`` matches (``league.messages.MatchAssignments``) from the plan held."""
+        if self.plan is None:
+            raise RuntimeError("no match plan yet: update() with the coordinator's first")
+        return self.plan.draw(self.rng, n)
+
+
+def choose_draws(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, rng: np.random.Generator,
+                 n: int) -> tuple[list[Draws], np.ndarray | None]:
+    """``choose_matches`` as blocks of draws and the order (a permutation, or None) in which their
+    concatenation is the i.i.d. sequence. The coordinator hands out matches by the thousand: each
+    rule is a ``MatchPlan`` (a fixed distribution, or a random choice among branches that each are
+    one), computed once per call and drawn from ``n`` times."""
+    return match_plan(learner_id, role, cfg, view).draw_blocks(rng, n)
 
 
 def draws_as_columns(draws: list[Draws], order: np.ndarray | None):
@@ -277,38 +423,27 @@ def _draw(cdf: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
     return np.minimum(idx, len(cdf) - 1)
 
 
-def _pfsp_draws(learner_id, candidates, cfg: RoleConfig, view: LeagueView, rng, branch, n: int,
-                weighting=None) -> Draws:
-    """``n`` PFSP draws over ``candidates``; the distribution is computed once per view."""
+def _pfsp_cdf(learner_id, candidates, cfg: RoleConfig, view: LeagueView, weighting=None) -> np.ndarray:
+    """The PFSP distribution over ``candidates`` (cumulative), computed once per view."""
     weighting = weighting or cfg.pfsp_weighting
     key = (learner_id, tuple(candidates), weighting, cfg.pfsp_exponent)  # a callable hashes by identity
     cdf = view.pfsp_cache.get(key)
     if cdf is None:
         rates = view.win_rates.win_rates_for(learner_id, candidates)
         cdf = view.pfsp_cache[key] = np.cumsum(pfsp_probabilities(rates, weighting, cfg.pfsp_exponent))
-    return Draws(candidates, _draw(cdf, rng, n), False, branch)
+    return cdf
 
 
-Branch = tuple  # (probability, draw(k, rng) -> Draws)
-
-
-def _branch_draws(branches: list[Branch], rng: np.random.Generator, n: int) -> tuple[list[Draws], np.ndarray | None]:
-    """``n`` i.i.d. draws of a rule written as a top-level random choice among branches, each of
-    which is a fixed distribution for the view: as many draws per branch as a multinomial says,
-    then shuffled. The same distribution as branching per draw, at the cost of one PFSP
-    distribution per branch instead of per draw (bench.coordinator: 1,000-agent pools)."""
-    p = np.array([b[0] for b in branches], dtype=float)
-    counts = rng.multinomial(n, p / p.sum())
-    out = [draw(int(k), rng) for (_, draw), k in zip(branches, counts) if k]
-    return out, (rng.permutation(n) if len(branches) > 1 else None)
+Branch = tuple  # (probability, weight -> PlanBranch)
 
 
 def _live(learner_id: str, opponent: str, branch: str):
-    return lambda k, rng: Draws((opponent,), np.zeros(k, dtype=np.int64), True, branch)
+    return lambda w: PlanBranch(w, (opponent,), None, True, branch)
 
 
 def _pfsp_branch(learner_id, candidates, cfg, view, branch, weighting=None):
-    return lambda k, rng: _pfsp_draws(learner_id, candidates, cfg, view, rng, branch, k, weighting)
+    cdf = _pfsp_cdf(learner_id, candidates, cfg, view, weighting)
+    return lambda w: PlanBranch(w, tuple(candidates), cdf, False, branch)
 
 
 def _vs_learner(learner_id: str, opponent: str, cfg: RoleConfig, view: LeagueView, live_branch: str,

@@ -177,6 +177,24 @@ class ResultBatch:
         ``wins[k]`` wins, ``draws[k]`` draws and ``score[k]`` the sum of their scores."""
         return cls(source, seq, tuple(agents), a, b, score, env_steps, dict(action_counts or {}), games, wins, draws)
 
+    @classmethod
+    def learner_games(cls, source: str, seq: int, learner_id: str, names: Sequence[str], codes: Any, scores: Any,
+                      env_steps: int = 0, action_counts: dict[str, Any] | None = None) -> "ResultBatch":
+        """A rollout worker's report: its learner scored ``scores[k]`` against ``names[codes[k]]``, as
+        one per-pair batch (a row per opponent with games, wins, draws and the score sum), so that
+        sending and ingesting it costs per opponent, not per game."""
+        codes = np.asarray(codes, dtype=np.int64)
+        scores = np.asarray(scores, dtype=np.float64)
+        used, b = np.unique(codes, return_inverse=True)
+        b = b.reshape(-1)
+        m = len(used)
+        games = np.bincount(b, minlength=m).astype(np.int64)
+        wins = np.bincount(b, weights=scores > 0.5, minlength=m).astype(np.int64)
+        draws = np.bincount(b, weights=scores == 0.5, minlength=m).astype(np.int64)
+        total = np.bincount(b, weights=scores, minlength=m)
+        return cls.pairs(source, seq, (learner_id, *(names[c] for c in used.tolist())), np.zeros(m, dtype=np.int64),
+                         np.arange(1, m + 1, dtype=np.int64), games, wins, draws, total, env_steps, action_counts)
+
     @property
     def per_pair(self) -> bool:
         return self.games is not None

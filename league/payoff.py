@@ -212,6 +212,16 @@ class PayoffTable:
         i, j = self._idx(a), self._idx(b)
         return float(self._wins[i, j]), float(self._draws[i, j]), float(self._losses[i, j])
 
+    def rows(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str, float, float, float]]:
+        """``counts`` of many pairs in the store's one orientation (a < b): (a, b, wins, draws, losses)."""
+        if not pairs:
+            return []
+        lo = [min(a, b) for a, b in pairs]
+        hi = [max(a, b) for a, b in pairs]
+        i = np.fromiter((self._idx(a) for a in lo), dtype=np.int64, count=len(lo))
+        j = np.fromiter((self._idx(b) for b in hi), dtype=np.int64, count=len(hi))
+        return list(zip(lo, hi, self._wins[i, j].tolist(), self._draws[i, j].tolist(), self._losses[i, j].tolist()))
+
     def set_counts(self, a: str, b: str, wins: float, draws: float, losses: float) -> None:
         """Restore one pair's counts (both directions) from storage."""
         i, j = self.add_agent(a), self.add_agent(b)

@@ -161,3 +161,14 @@ def test_a_staged_pair_batch_comes_back_whole(tmp_path):
     assert back.per_pair and len(back) == 50
     for name in ("a", "b", "games", "wins", "draws", "score"):
         assert getattr(back, name).tolist() == getattr(batch, name).tolist()
+
+
+def test_a_workers_report_is_its_games_per_opponent():
+    rng = np.random.default_rng(6)
+    names = ["main_agent-0", "x", "y", "z"]  # the worker's codes; its learner may be its own opponent
+    codes, scores = rng.integers(0, 4, 300), rng.integers(0, 3, 300) / 2.0
+    report = ResultBatch.learner_games("w", 4, "main_agent-0", names, codes, scores, 900)
+    games = ResultBatch("w", 4, ("main_agent-0", *names), np.zeros(300, dtype=np.int64), codes + 1, scores, 900)
+    assert report.per_pair and len(report) == 300 and report.env_steps == 900
+    key = lambda r: (r["a"], r["b"])
+    assert sorted(summarize(report), key=key) == sorted(summarize(games), key=key)
