@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ray
@@ -44,6 +45,9 @@ def timed(fn):
     return wrapper
 
 
+# rows (pairs) of result batches applied and committed as one group at most (a batch is never split)
+GROUP_ROWS = 8192
+
 # measurement kinds the coordinator shows beside meta-exploitability (GET /status, /nash, metrics)
 QUALITY_KINDS = {"nash_conv": "nash_conv", "probe": "probe_br_return"}
 
@@ -69,6 +73,10 @@ class LeagueCoordinatorImpl:
         self._loop_task = None
         self._ingest: list = []  # result batches waiting for the next group commit
         self._ingest_task = None
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-writer")  # not the Nash's
+        # held while a group of results is applied and written: changes that rewrite payoff rows
+        # (snapshots that reset a learner, exact payoffs) reach the store in the order they happened
+        self._store_order = asyncio.Lock()
         self.metrics = LeagueMetrics()
         self._weighted: set[str] = set()
         self._export_state()
@@ -140,12 +148,29 @@ class LeagueCoordinatorImpl:
             self._ingest_task = asyncio.get_running_loop().create_task(self._commit_results())
         return await done
 
+    def _take_group(self) -> list:
+        """The next group of waiting batches: all of them, up to about GROUP_ROWS rows (pairs), so
+        that applying one group blocks the event loop for milliseconds, not seconds."""
+        rows, cut = 0, 0
+        for batch, _ in self._ingest:
+            if cut and rows + len(getattr(batch, "a", ())) > GROUP_ROWS:
+                break
+            rows += len(getattr(batch, "a", ()))
+            cut += 1
+        group, self._ingest = self._ingest[:cut], self._ingest[cut:]
+        return group
+
     async def _commit_results(self) -> None:
+        loop = asyncio.get_running_loop()
         while self._ingest:
             await asyncio.sleep(0)  # requests already delivered join this group
-            group, self._ingest = self._ingest, []
+            group = self._take_group()
             try:
-                outcomes = self.league.report_results_many([batch for batch, _ in group])
+                async with self._store_order:
+                    outcomes, write = self.league.apply_results_many([batch for batch, _ in group])
+                    # the transaction and its fsync in the writer thread: the event loop serves other
+                    # requests meanwhile; the group's callers hear back only after the commit
+                    await loop.run_in_executor(self._writer, write)
             except Exception as exc:  # e.g. the disk: every caller of the group hears it, nothing was acked
                 log.exception("committing %d result batches failed", len(group))
                 for _, done in group:
@@ -217,11 +242,12 @@ class LeagueCoordinatorImpl:
                            request: int | None = None) -> SnapshotReply:
         """Freeze a learner's weights into the pool. ``request``: the learner's number for this
         snapshot; a repeat (the learner restarted before it saw the reply) gets the first reply."""
-        known = self.league.snapshot_for_request(learner_id, request) if request is not None else None
-        if known is not None:
-            reset = bool(known.metadata.get("reset"))
-            return SnapshotReply(known.agent_id, reset, self.cfg.role(known.agent_type).reset_to if reset else None)
-        record, reset = self.league.add_snapshot(learner_id, blob, step, metadata, request=request)
+        async with self._store_order:
+            known = self.league.snapshot_for_request(learner_id, request) if request is not None else None
+            if known is not None:
+                reset = bool(known.metadata.get("reset"))
+                return SnapshotReply(known.agent_id, reset, self.cfg.role(known.agent_type).reset_to if reset else None)
+            record, reset = self.league.add_snapshot(learner_id, blob, step, metadata, request=request)
         self.metrics.inc("snapshots", role=record.agent_type.value)
         if reset:
             self.metrics.inc("resets", role=record.agent_type.value)
@@ -258,7 +284,8 @@ class LeagueCoordinatorImpl:
         """Exactly computed payoffs of frozen pairs; stored before the reply. Returns how many were kept."""
         if not isinstance(scores, ExactScores):
             raise ValueError(f"record_exact takes a league.messages.ExactScores, got {type(scores).__name__}")
-        return self.league.record_exact_many(scores.triples())
+        async with self._store_order:
+            return self.league.record_exact_many(scores.triples())
 
     async def record_measurement(self, kind: str, value: float, data: dict | None = None) -> bool:
         """A measurement over time (e.g. the exact NashConv of the Nash mixture)."""

@@ -235,6 +235,16 @@ class League:
 
         Returns, per batch, True (stored), False (seen before) or the ValueError that rejected it;
         a rejected batch changes nothing and holds back none of the others."""
+        outcomes, write = self.apply_results_many(batches)
+        write()
+        return outcomes
+
+    def apply_results_many(self, batches: Sequence[ResultBatch]) -> tuple[list, Callable[[], None]]:
+        """``report_results_many`` in two steps: the batches are applied in memory now, and the
+        returned ``write`` persists them in one transaction. ``write`` touches only the store (which
+        has its own lock), so the coordinator runs it in a writer thread while its event loop serves
+        other requests; nothing is acknowledged before it returned, and the next group is applied
+        only after it (``has_batch`` must see this group)."""
         outcomes: list = []
         seen: set[tuple[str, int]] = set()
         writes, changed, moved, behaviour = [], {}, set(), set()
@@ -256,12 +266,13 @@ class League:
             counted["env_steps"] += float(batch.env_steps)
             writes.append((batch.source, batch.seq, summarize(batch)))
             outcomes.append(True)
-        if self.store is not None and writes:
-            rows = self.payoff.rows(list(changed))
-            elo_rows = [(x, self.elo.ratings[x], self.elo.games[x]) for x in moved]
-            diversity_rows = [(x, *self.diversity.state(x)) for x in behaviour]
-            self.store.record_results_many(writes, rows, elo_rows, counted, diversity_rows)
-        return outcomes
+        if self.store is None or not writes:
+            return outcomes, lambda: None
+        rows = self.payoff.rows(list(changed))
+        elo_rows = [(x, self.elo.ratings[x], self.elo.games[x]) for x in moved]
+        diversity_rows = [(x, *self.diversity.state(x)) for x in behaviour]
+        store = self.store
+        return outcomes, lambda: store.record_results_many(writes, rows, elo_rows, counted, diversity_rows)
 
     def _apply_results(self, batch: ResultBatch) -> tuple[list, set, set]:
         """One batch into payoff, Elo, counters and diversity (memory only): the pairs, ratings and
