@@ -1,17 +1,21 @@
 """How far one coordinator goes: ``python -m bench.coordinator [--seconds S] [--clients 16,64,256]``.
 
-Simulated rollout workers call ``next_matches`` and ``report_results`` at full speed against a real
+Simulated rollout workers run the rollout worker's own path at full speed against a real
 ``LeagueCoordinator`` actor whose pool holds 1,000 frozen agents (plus the default league's four
-learners). Each round a client asks for ``--matches`` opponents and reports as many game results
-(one per match, as a rollout worker does, as a ``ResultBatch``). ``inprocess`` is the same loop on a plain
-``League`` with no Ray in between: the ceiling of the league's own Python.
+learners): each round a client draws ``--matches`` matches from the coordinator's match plan for
+its learner (``league.matchmaking.MatchSampler``; a newer plan is asked for in the background every
+``league.match_plan_seconds``), makes up their outcomes, and every ``--batch-games`` games (default
+``rollout.results_batch_size``) reports them as one per-pair ``ResultBatch`` and waits for the
+acknowledgement. ``inprocess`` is the same loop on a plain ``League`` with no Ray in between: the
+ceiling of the league's own Python.
 
-Prints one JSON line: ``{"clients": {"16": {...}, ...}, "inprocess": {...}}``, each with
-``results_per_s``, ``next_matches_p50_ms`` and ``next_matches_p99_ms``.
+Prints one JSON line: ``{"clients": {"16": {...}, ...}, "inprocess": {...}, "settings": {...}}``,
+each entry with ``results_per_s``, ``next_matches_p50_ms`` and ``next_matches_p99_ms`` (the time
+a worker waits for a round's matches) and the latencies of ``report_results`` and ``match_plan``.
 
 On a 2-core machine a Ray actor process costs ~100 MB and ~1 s of CPU to start, so at most
 ``--max-actors`` client processes are started; more clients than that run as concurrent loops
-inside them (the coordinator sees the same number of concurrent callers).
+inside them (256 clients: 64 processes x 4 loops; the coordinator sees as many concurrent callers).
 """
 
 from __future__ import annotations
@@ -239,10 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per client count")
     parser.add_argument("--clients", default="16,64,256")
     parser.add_argument("--matches", type=int, default=512, help="matches drawn per round")
-    parser.add_argument("--batch-games", type=int, default=512,
-                        help="games per report (a worker's rollout.results_batch_size)")
+    parser.add_argument("--batch-games", type=int, default=None,
+                        help="games per report (default: rollout.results_batch_size, as a worker reports)")
     parser.add_argument("--max-actors", type=int, default=64, help="client processes at most (see above)")
     args = parser.parse_args(argv)
+    if args.batch_games is None:
+        args.batch_games = bench_config(".").rollout.results_batch_size
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     root = Path(tempfile.mkdtemp(prefix="bench-coordinator-"))
     try:
@@ -254,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         served = with_ray(str(root / "seeded"), counts, args.seconds, args.matches, args.batch_games, args.max_actors)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(json.dumps({"clients": served, "inprocess": ceiling}), flush=True)
+    settings = {"pool": POOL, "matches": args.matches, "batch_games": args.batch_games, "seconds": args.seconds}
+    print(json.dumps({"clients": served, "inprocess": ceiling, "settings": settings}), flush=True)
     return 0
 
 

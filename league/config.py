@@ -197,7 +197,9 @@ class RolloutConfig:
     envs_per_worker: int = 2048  # large: a served call costs the same for 64 rows or 1024
     steps_per_batch: int = 4096
     max_inflight_batches: int = 2
-    results_batch_size: int = 512
+    # games per report (or whatever finished within 2 s): a report costs the coordinator per opponent,
+    # not per game, so large reports cost it little (docs/cluster.md, "How far one coordinator goes")
+    results_batch_size: int = 16384
     opponent_inference: str = "serve"  # or "inprocess": frozen opponents in the worker's own process
     lanes: int = 2  # sub-vectors a worker alternates between while served requests are in flight
     matches_per_request: int = 64  # matches a worker draws from its plan at a time
