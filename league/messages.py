@@ -6,7 +6,8 @@ checked in unit tests. Constructors validate: a malformed message raises
 ``ValueError`` naming the field, so a bad caller gets an error and the
 long-running receiver stays up.
 
-    RolloutWorker --next_matches(learner, n)--------> Coordinator -> MatchAssignments
+    RolloutWorker --match_plan(learner, version)----> Coordinator -> MatchPlan | None (draws its matches itself)
+    anyone        --next_matches(learner, n)--------> Coordinator -> MatchAssignments
     RolloutWorker --report_results(ResultBatch)-----> Coordinator -> bool (stored; also on a retry)
     Evaluator     --report_results(ResultBatch)-----> Coordinator    (sampled frozen-vs-frozen games)
     Evaluator     --record_exact(ExactScores)-------> Coordinator -> int (pairs kept)
