@@ -77,6 +77,7 @@ class LeagueCoordinatorImpl:
         # held while a group of results is applied and written: changes that rewrite payoff rows
         # (snapshots that reset a learner, exact payoffs) reach the store in the order they happened
         self._store_order = asyncio.Lock()
+        self._league_changed = asyncio.Event()  # set (and replaced) when the pool or the Nash changes
         self.metrics = LeagueMetrics()
         self._weighted: set[str] = set()
         self._export_state()
@@ -114,6 +115,7 @@ class LeagueCoordinatorImpl:
                 return self.league.nash_view()
             state = await asyncio.get_running_loop().run_in_executor(None, job)
             self.league.set_nash(state)
+            self._wake_plans()
             self.metrics.observe("nash_solve_seconds", state.solve_seconds)
             self._export_state()
             return self.league.nash_view()
@@ -126,12 +128,30 @@ class LeagueCoordinatorImpl:
         self._ensure_loop()
         return self.league.next_matches(learner_id, n)
 
-    @timed
-    async def match_plan(self, learner_id: str, known_version: str | None = None) -> MatchPlan | None:
+    async def match_plan(self, learner_id: str, known_version: str | None = None,
+                         wait_seconds: float = 0.0) -> MatchPlan | None:
         """The learner's opponent distribution for workers to draw matches from themselves (None when
-        ``known_version`` is current): ``next_matches`` without a round trip per request."""
+        ``known_version`` is current): ``next_matches`` without a round trip per request.
+
+        A long poll: with ``wait_seconds`` > 0 and ``known_version`` current, the reply waits until
+        the pool or the Nash changes (a snapshot, an eviction, a solve) or ``wait_seconds`` passed,
+        so a worker that always keeps one request out hears of a new snapshot at once and otherwise
+        asks about once per ``league.match_plan_seconds``. (Not in ``request_seconds``: it waits.)"""
         self._ensure_loop()
-        return self.league.match_plan(learner_id, known_version)
+        wait_seconds = float(wait_seconds)
+        plan = self.league.match_plan(learner_id, known_version)
+        if plan is None and wait_seconds > 0:
+            try:
+                await asyncio.wait_for(self._league_changed.wait(), timeout=min(wait_seconds, 60.0))
+            except asyncio.TimeoutError:
+                pass
+            plan = self.league.match_plan(learner_id, known_version)
+        return plan
+
+    def _wake_plans(self) -> None:
+        """The pool or the Nash changed: answer every waiting ``match_plan``."""
+        changed, self._league_changed = self._league_changed, asyncio.Event()
+        changed.set()
 
     @timed
     async def report_results(self, batch: ResultBatch) -> bool:
@@ -248,6 +268,7 @@ class LeagueCoordinatorImpl:
                 reset = bool(known.metadata.get("reset"))
                 return SnapshotReply(known.agent_id, reset, self.cfg.role(known.agent_type).reset_to if reset else None)
             record, reset = self.league.add_snapshot(learner_id, blob, step, metadata, request=request)
+        self._wake_plans()
         self.metrics.inc("snapshots", role=record.agent_type.value)
         if reset:
             self.metrics.inc("resets", role=record.agent_type.value)

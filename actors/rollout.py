@@ -2,8 +2,8 @@
 
 Each environment plays the learner's current policy (refreshed by version)
 in a random seat against an opponent drawn from the coordinator's match plan
-for the learner (its opponent distribution, refreshed asynchronously every
-``league.match_plan_seconds``); when an episode ends the environment takes the
+for the learner (its opponent distribution; one long-poll request for a newer
+plan is always out); when an episode ends the environment takes the
 next assignment from a local queue of such draws. The learner's transitions of finished
 episodes go to the learner in batches, with at most
 ``rollout.max_inflight_batches`` unacknowledged (backpressure); outcomes go to
@@ -207,10 +207,12 @@ class RolloutWorkerImpl:
         return code
 
     def _poll_plan(self, block: bool = False) -> None:
-        """Ask for a newer match plan when due; take the answer when it came (or wait, ``block``)."""
-        if self._pending_plan is None and self.matches.due(time.time()):
-            self.matches.asked(time.time())
-            self._pending_plan = self.coordinator.match_plan.remote(self.learner_id, self.matches.version)
+        """Keep one request for a newer match plan out (a long poll: the coordinator answers when the
+        pool or the Nash changes, or after ``league.match_plan_seconds``); take the answer when it
+        came (or wait for it, ``block``)."""
+        if self._pending_plan is None:
+            wait = 0.0 if self.matches.plan is None else self.cfg.league.match_plan_seconds
+            self._pending_plan = self.coordinator.match_plan.remote(self.learner_id, self.matches.version, wait)
         if self._pending_plan is None or (not block and not ray.wait([self._pending_plan], timeout=0)[0]):
             return
         ref, self._pending_plan = self._pending_plan, None

@@ -3,15 +3,16 @@
 Simulated rollout workers run the rollout worker's own path at full speed against a real
 ``LeagueCoordinator`` actor whose pool holds 1,000 frozen agents (plus the default league's four
 learners): each round a client draws ``--matches`` matches from the coordinator's match plan for
-its learner (``league.matchmaking.MatchSampler``; a newer plan is asked for in the background every
-``league.match_plan_seconds``), makes up their outcomes, and every ``--batch-games`` games (default
+its learner (``league.matchmaking.MatchSampler``; as a worker, it keeps one long-poll request for a
+newer plan out), makes up their outcomes, and every ``--batch-games`` games (default
 ``rollout.results_batch_size``) reports them as one per-pair ``ResultBatch`` and waits for the
 acknowledgement. ``inprocess`` is the same loop on a plain ``League`` with no Ray in between: the
 ceiling of the league's own Python.
 
 Prints one JSON line: ``{"clients": {"16": {...}, ...}, "inprocess": {...}, "settings": {...}}``,
 each entry with ``results_per_s``, ``next_matches_p50_ms`` and ``next_matches_p99_ms`` (the time
-a worker waits for a round's matches) and the latencies of ``report_results`` and ``match_plan``.
+a worker waits for a round's matches), the latency of ``report_results`` and of a first (not
+waiting) ``match_plan``.
 
 On a 2-core machine a Ray actor process costs ~100 MB and ~1 s of CPU to start, so at most
 ``--max-actors`` client processes are started; more clients than that run as concurrent loops
@@ -100,7 +101,7 @@ def summary(results: int, seconds: float, latencies_s: list[float], report_s: li
     return {"results_per_s": round(results / seconds), "next_matches_p50_ms": ms(latencies_s, 50),
             "next_matches_p99_ms": ms(latencies_s, 99), "calls": int(len(latencies_s)),
             "report_results_p50_ms": ms(report_s, 50), "report_results_p99_ms": ms(report_s, 99),
-            "reports": len(report_s), "match_plan_p99_ms": ms(plan_s, 99), "match_plans": len(plan_s)}
+            "reports": len(report_s), "match_plan_p99_ms": ms(plan_s, 99)}
 
 
 def inprocess(storage: str, seconds: float, matches: int, batch_games: int) -> dict:
@@ -148,7 +149,7 @@ def make_client():
     @ray.remote(num_cpus=0)
     class Client:
         """Simulated rollout workers on the product's path: matches drawn from the coordinator's
-        plan (``MatchSampler``; a newer plan asked for in the background, as a worker does), games
+        plan (``MatchSampler``; one long-poll request for a newer plan always out, as a worker), games
         reported as per-pair batches, one report in flight, no think time."""
 
         def __init__(self, name: str, coordinator, learners: list[str], matches: int, batch_games: int,
@@ -156,10 +157,13 @@ def make_client():
             self.name, self.coordinator, self.learners, self.matches = name, coordinator, learners, matches
             self.batch_games, self.refresh_seconds = batch_games, refresh_seconds
 
-        async def _plan(self, sampler, out: dict) -> None:
-            t0 = time.perf_counter()
-            sampler.update(await self.coordinator.match_plan.remote(sampler.learner_id, sampler.version))
-            out["plan"].append(time.perf_counter() - t0)
+        async def _follow(self, sampler, until: float, out: dict) -> None:
+            """As a worker does: one long-poll request for a newer plan always out."""
+            while time.time() < until:
+                plan = await self.coordinator.match_plan.remote(sampler.learner_id, sampler.version,
+                                                                self.refresh_seconds)
+                out["plans"] += plan is not None
+                sampler.update(plan)
 
         async def _loop(self, source: str, k: int, until: float, out: dict) -> None:
             from league.matchmaking import MatchSampler
@@ -168,13 +172,12 @@ def make_client():
             rng = generator(0, "bench", source)
             lid = self.learners[k % len(self.learners)]
             sampler = MatchSampler(lid, generator(0, "bench", source, "matches"), self.refresh_seconds)
-            report, seq, refresh = Report(), 0, None
+            report, seq = Report(), 0
+            t0 = time.perf_counter()
+            sampler.update(await self.coordinator.match_plan.remote(lid, None))  # the first: nothing to draw before
+            out["first_plan"].append(time.perf_counter() - t0)
+            follow = asyncio.ensure_future(self._follow(sampler, until, out))
             while time.time() < until:
-                if sampler.due(time.time()) and (refresh is None or refresh.done()):
-                    sampler.asked(time.time())
-                    refresh = asyncio.ensure_future(self._plan(sampler, out))
-                    if sampler.plan is None:
-                        await refresh  # the first plan: nothing to draw from before it
                 t0 = time.perf_counter()
                 got = sampler.draw(self.matches)
                 out["lat"].append(time.perf_counter() - t0)
@@ -188,13 +191,12 @@ def make_client():
                     out["results"] += n
                 else:
                     await asyncio.sleep(0)  # the other loops of this process get their turn
-            if refresh is not None:
-                await refresh
+            await follow
 
         async def run(self, tag: str, loops: int, start_at: float, seconds: float) -> dict:
             """``loops`` simulated rollout workers in this process."""
             await asyncio.sleep(max(0.0, start_at - time.time()))
-            out = {"lat": [], "report": [], "plan": [], "results": 0}
+            out = {"lat": [], "report": [], "first_plan": [], "plans": 0, "results": 0}
             await asyncio.gather(*(self._loop(f"{self.name}:{tag}:{k}", k, start_at + seconds, out)
                                    for k in range(loops)))
             return out
@@ -230,8 +232,9 @@ def with_ray(storage: str, counts: list[int], seconds: float, matches: int, batc
             parts = ray.get([c.run.remote(f"n{n}", n // actors + (i < n % actors), start_at, seconds)
                              for i, c in enumerate(clients[:actors])])
             cat = lambda key: [x for p in parts for x in p[key]]
-            out[str(n)] = {**summary(sum(p["results"] for p in parts), seconds, cat("lat"), cat("report"), cat("plan")),
-                           "actors": actors}
+            out[str(n)] = {**summary(sum(p["results"] for p in parts), seconds, cat("lat"), cat("report"),
+                                     cat("first_plan")),
+                           "plans_received": sum(p["plans"] for p in parts), "actors": actors}
             print(f"bench.coordinator: {n} clients: {out[str(n)]}", file=sys.stderr, flush=True)
         return out
     finally:
