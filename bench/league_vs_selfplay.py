@@ -224,7 +224,11 @@ def measure(game: str, params: dict, exact: bool, storage: Path, probe_steps: in
     """The quality of the league's published Nash mixture in ``storage``."""
     from policies.exploitability import load_nash_mixture
 
-    ids, models, weights = load_nash_mixture(storage)
+    try:
+        ids, models, weights = load_nash_mixture(storage)
+    except ValueError as exc:  # no snapshot yet, so nothing published: the budget is too small
+        raise RuntimeError(f"{exc}: no snapshot within the run's minutes; give more --minutes, or snapshot "
+                           "sooner on both sides (--set roles.<role>.snapshot_every_steps=N)") from None
     out: dict[str, Any] = {"support": len(ids)}
     if exact:
         from envs import make_game

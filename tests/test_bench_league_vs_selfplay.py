@@ -183,3 +183,10 @@ def test_a_mixture_against_itself_scores_one_half(tmp_path):
     out = bench.head_to_head("connect_four", {}, tmp_path / "a", tmp_path / "a", 4_000, seed=1, num_envs=128)
     low, high = out["ci95"]
     assert low < 0.5 < high and high - low < 0.1
+
+
+def test_a_run_that_published_no_nash_is_reported_with_what_to_change(tmp_path):
+    with LeagueStore(tmp_path / "empty") as store:
+        store.set_meta("game", "connect_four")
+    with pytest.raises(RuntimeError, match="--minutes"):
+        bench.measure("connect_four", {}, False, tmp_path / "empty", 1000, 100, seed=0)
