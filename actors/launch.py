@@ -162,9 +162,21 @@ class League:
         self.coordinator = LeagueCoordinator.options(
             name=cfg.ray.coordinator_name, namespace=ns, **coordinator_options(cfg)).remote(cfg)
         ray.get(self.coordinator.ping.remote())
+        self.api: list = []
+        if cfg.serve.api:  # first after the coordinator: a taken port stops the launch before anything else starts
+            from serve.api import ApiUnavailable, start_api
+
+            try:
+                self.api = start_api(cfg, info.obs_size, info.num_actions)
+            except ApiUnavailable:
+                ray.kill(self.coordinator, no_restart=True)
+                raise
+            if self.api:
+                print(f"nash-league: league page and HTTP API on http://{cfg.serve.host}:{cfg.serve.port}/ (GET "
+                      "/nash, POST /nash/act, /status, /pool, /payoff, /play; schema at /docs)", flush=True)
         self.apps: list[str] = []
-        if cfg.serve.api or cfg.rollout.opponent_inference == "serve":
-            self._start_serve(cfg, info)
+        if cfg.rollout.opponent_inference == "serve":
+            self._start_opponents(cfg)
         roles = learner_ids(cfg)
         self.learners = {
             lid: Learner.options(name=f"learner:{lid}", namespace=ns, **actor_options(cfg.learner)).remote(
@@ -193,23 +205,16 @@ class League:
                 cfg, self.coordinator, seed=cfg.run.seed * 1000 + 990)
         self.runs: dict[str, Any] = {}
 
-    def _start_serve(self, cfg, info) -> None:
+    def _start_opponents(self, cfg) -> None:
         from ray import serve
 
-        from serve.api import APP_NAME as API_APP, deploy_api
         from serve.opponents import APP_NAME as OPPONENTS_APP, deploy_opponents
 
-        # HTTP options are fixed until serve.shutdown(): set them before the first app.
-        serve.start(http_options={"host": cfg.serve.host, "port": cfg.serve.port},
-                    proxy_location=cfg.serve.proxy_location)
-        if cfg.rollout.opponent_inference == "serve":
-            deploy_opponents(cfg)
-            self.apps.append(OPPONENTS_APP)
-        if cfg.serve.api:
-            deploy_api(cfg, info.obs_size, info.num_actions)
-            self.apps.append(API_APP)
-            print(f"nash-league: league page and HTTP API on http://{cfg.serve.host}:{cfg.serve.port}/ (GET /nash, "
-                  "POST /nash/act, /status, /pool, /payoff, /play; schema at /docs)", flush=True)
+        # No Serve HTTP proxy: the opponents app has no route, and the HTTP API runs its own server
+        # (serve.api.ApiServer), which answers without the proxy's extra hop (docs/serve.md, "Latency").
+        serve.start(proxy_location="Disabled")
+        deploy_opponents(cfg)
+        self.apps.append(OPPONENTS_APP)
 
     def supervise(self) -> None:
         """(Re)start the run loop of every worker and evaluator whose loop is not running."""
@@ -261,6 +266,11 @@ class League:
         log.info("loops stopped and learners flushed in %.1f s", time.time() - t0)
         final = ray.get(self.coordinator.flush.remote(), timeout=120)
         log.info("coordinator flushed in %.1f s", time.time() - t0)
+        if self.api:
+            from serve.api import stop_api
+
+            stop_api(self.api)
+            self.api = []
         if self.apps:
             from ray import serve
 
@@ -368,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"nash-league: {cfg.game.name} league, storage {cfg.run.storage}", flush=True)
     from monitoring.targets import PrometheusTargets
+    from serve.api import ApiUnavailable
 
     targets = PrometheusTargets()
     endpoints = targets.update(ray.nodes())
@@ -380,7 +391,15 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    league = League(cfg, info)
+    try:
+        league = League(cfg, info)
+    except ApiUnavailable as exc:
+        print(f"nash-league: {exc}", file=sys.stderr)
+        targets.clear()
+        if not in_cluster:
+            ray.shutdown()
+            (node_run_dir(cfg.run.storage) / SESSION_NAME).unlink(missing_ok=True)
+        return 2
     start = time.time()
     last_t, last_steps = start, None
     next_print = start

@@ -8,7 +8,7 @@
 2. Opponent inference observations/s at several batch sizes: one Serve call
    per vector (32 calls in flight) vs the same policy in-process.
 3. ``POST /nash/act`` latency p50/p99, one client and 8 concurrent clients, while the league
-   trains ("loaded") and with its games paused ("quiet"), with the replica's own share of each
+   trains ("loaded") and with its games paused ("quiet"), with the API process's own share of each
    request and the coordinator's round trip (``--latency-only`` runs just this part).
 
 Ends with one JSON line; ``rollout_ratio_served_to_inprocess`` is the headline.
@@ -128,8 +128,8 @@ def inference_rates(obs_size: int, num_actions: int, seed_path: str, batch_sizes
 
 def latency_run(url: str, obs_size: int, clients: int, per_client: int, rows: int = 1) -> dict:
     """``POST /nash/act`` latency with ``clients`` concurrent clients, each sending ``per_client``
-    requests of ``rows`` observations one after another; plus the replica's own share of each
-    request (its ``Server-Timing`` header), so proxy + transport = total - app."""
+    requests of ``rows`` observations one after another; plus the API process's own share of each
+    request (its ``Server-Timing`` header), so HTTP server + transport + client = total - app."""
     import requests
 
     body = {"observations": np.zeros((rows, obs_size)).tolist()}
@@ -160,9 +160,9 @@ def latency_run(url: str, obs_size: int, clients: int, per_client: int, rows: in
     q = statistics.quantiles(latencies, n=100)
     out = {"clients": clients, "rows": rows, "requests": len(latencies), "p50_ms": q[49] * 1000,
            "p99_ms": q[98] * 1000}
-    out.update({f"replica_{k}_p50_ms": statistics.median(v) for k, v in parts.items()})
+    out.update({f"server_{k}_p50_ms": statistics.median(v) for k, v in parts.items()})
     if "app" in parts:
-        out["proxy_and_transport_p50_ms"] = out["p50_ms"] - out["replica_app_p50_ms"]
+        out["outside_app_p50_ms"] = out["p50_ms"] - out["server_app_p50_ms"]
     return out
 
 
@@ -214,7 +214,7 @@ def api_latency(port: int, storage: Path, seeds: list[str], game: str, clients: 
             for name, r in out[phase].items():
                 if isinstance(r, dict):
                     print(f"/nash/act {phase:6s} {name:18s}: p50 {r['p50_ms']:6.1f} ms, p99 {r['p99_ms']:6.1f} ms "
-                          f"(replica p50 {r.get('replica_app_p50_ms', float('nan')):.2f} ms)", flush=True)
+                          f"(server p50 {r.get('server_app_p50_ms', float('nan')):.2f} ms)", flush=True)
             print(f"coordinator nash() round trip ({phase}): {out[phase]['coordinator_nash_round_trip_ms']:.1f} ms",
                   flush=True)
         return out

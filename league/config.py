@@ -253,9 +253,10 @@ class ServeConfig:
     # Serve's own autoscaling of the opponents deployment instead of a fixed count, e.g.
     # {min_replicas: 1, max_replicas: 8, target_ongoing_requests: 4}
     autoscaling: dict[str, Any] | None = None
-    # where Serve runs HTTP proxies: HeadOnly (the API is reached on the head), EveryNode, Disabled
+    # where the HTTP API's server runs: HeadOnly (the API is reached on the head), EveryNode (one per
+    # node alive at launch), Disabled (none). Its own process, not Serve's proxy (docs/serve.md, "Latency").
     proxy_location: str = "HeadOnly"
-    play_sessions: int = 256  # games against the Nash a replica keeps at once (GET / and /play)
+    play_sessions: int = 256  # games against the Nash the API keeps at once (GET / and /play)
     play_ttl_s: float = 600.0  # a play game idle this long is forgotten
 
 

@@ -15,6 +15,11 @@ Requests and responses are JSON; a request with ``Content-Type:
 application/msgpack`` is read as msgpack, and the response is msgpack when
 ``Accept`` asks for it. Nothing received is unpickled. Bad input gets a 4xx
 with ``{"error": "..."}``; the API and the league keep running.
+
+The API is served by its own process, not through Ray Serve's HTTP proxy: an ``ApiServer``
+actor on the head node runs uvicorn on ``serve.host:serve.port`` (127.0.0.1:8000 by default)
+with the FastAPI app of one ``LeagueAPI``. The proxy's extra hop and body streaming cost
+12-18 ms of a ~15 ms ``/nash/act``; this process answers it in a few (docs/serve.md, "Latency").
 """
 
 # No `from __future__ import annotations`: FastAPI reads the endpoint annotations at runtime.
@@ -23,6 +28,8 @@ import asyncio
 import hashlib
 import logging
 import secrets
+import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +40,6 @@ import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from league.messages import NashView
@@ -44,13 +50,14 @@ from serve.play import PlayError, PlayTable, playable
 
 log = logging.getLogger(__name__)
 
-APP_NAME = "api"
+ACTOR_NAME = "api"
 PAGE = (Path(__file__).with_name("page.html")).read_text(encoding="utf-8")
 # /nash/act and /play read the mixture from a copy the replica refreshes in the background this often,
 # instead of a coordinator round trip per request (docs/serve.md, "Latency").
 NASH_REFRESH_S = 0.5
 
-__all__ = ["APP_NAME", "BadRequest", "LeagueAPI", "deploy_api", "member_for_episode", "parse_act_request"]
+__all__ = ["ACTOR_NAME", "ApiServer", "ApiUnavailable", "BadRequest", "LeagueAPI", "build_app", "member_for_episode", "parse_act_request",
+           "start_api", "stop_api"]
 
 
 def member_for_episode(episode_id: Any, seed: int, pool_version: int, weights: np.ndarray) -> int:
@@ -63,31 +70,25 @@ def member_for_episode(episode_id: Any, seed: int, pool_version: int, weights: n
     return int(min(np.searchsorted(np.cumsum(weights), u * weights.sum(), side="right"), len(weights) - 1))
 
 
-app = FastAPI(title="nash-league", description="The current Nash policy of a running league.", version="1")
-
-
 def _error(status: int, message: str) -> Response:
     return Response(encode_json({"error": message}), status_code=status, media_type="application/json")
 
 
-@app.exception_handler(StarletteHTTPException)
 async def _http_error(request, exc):
     return _error(exc.status_code, safe_text(str(exc.detail), 200))
 
 
-@app.exception_handler(RequestValidationError)
 async def _validation_error(request, exc):
     return _error(422, safe_text(f"invalid request: {exc.errors()[:3]}", 400))
 
 
-@serve.deployment(name="LeagueAPI")
-@serve.ingress(app)
 class LeagueAPI:
-    def __init__(self, coordinator_name: str, namespace: str, game: str, obs_size: int, num_actions: int,
-                 game_params: dict | None = None, play_sessions: int = 256, play_ttl_s: float = 600.0,
-                 cache_size: int = 1024):
-        torch.set_num_threads(1)
-        self.coordinator = ray.get_actor(coordinator_name, namespace=namespace)
+    """The endpoints and what they keep: the coordinator's handle, the snapshots of the Nash
+    members (``SnapshotCache``), the current mixture and the play table. ``build_app`` routes them."""
+
+    def __init__(self, coordinator, game: str, obs_size: int, num_actions: int, game_params: dict | None = None,
+                 play_sessions: int = 256, play_ttl_s: float = 600.0, cache_size: int = 1024):
+        self.coordinator = coordinator
         self.game = {"name": game, "obs_size": obs_size, "num_actions": num_actions}
         self.cache = SnapshotCache(cache_size)
         self.table = PlayTable(game, game_params, play_sessions, play_ttl_s) if playable(game) else None
@@ -140,22 +141,18 @@ class LeagueAPI:
         return self._nash
 
     # -- endpoints -------------------------------------------------------------
-    @app.get("/", include_in_schema=False)
     async def page(self):
         return Response(PAGE, media_type="text/html; charset=utf-8", headers={"Cache-Control": "no-cache"})
 
-    @app.get("/healthz")
     async def healthz(self, request: Request):
         await self.coordinator.ping.remote()
         return self._reply(request, {"status": "ok"})
 
-    @app.get("/status")
     async def status(self, request: Request):
         s = await self.coordinator.status.remote()
         s["time"] = time.time()  # clients derive rates (games/s, env steps/s) from two readings
         return self._reply(request, s)
 
-    @app.get("/nash")
     async def nash(self, request: Request):
         n = await self.coordinator.nash.remote()
         quality = await self.coordinator.nash_quality.remote()
@@ -164,15 +161,12 @@ class LeagueAPI:
         return self._reply(request, {**n.to_dict(), "quality": quality,
                                      "game": {**self.game, "playable": self.table is not None}})
 
-    @app.get("/pool")
     async def pool(self, request: Request):
         return self._reply(request, {"agents": await self.coordinator.pool.remote()})
 
-    @app.get("/payoff")
     async def payoff(self, request: Request):
         return self._reply(request, await self.coordinator.payoff.remote())
 
-    @app.post("/nash/act")
     async def act(self, request: Request):
         t0 = time.perf_counter()
         try:
@@ -222,7 +216,6 @@ class LeagueAPI:
         except PlayError as exc:
             return _error(exc.status, str(exc))
 
-    @app.post("/play")
     async def play_start(self, request: Request):
         try:
             table = self._table()
@@ -249,11 +242,9 @@ class LeagueAPI:
 
         return await self._play(request, table.start, agent_id, agent, body.get("seat", 0), seed, status=201)
 
-    @app.get("/play/{sid}")
     async def play_view(self, request: Request, sid: str):
         return await self._play(request, lambda: self._table().view(sid))
 
-    @app.post("/play/{sid}/move")
     async def play_move(self, request: Request, sid: str):
         try:
             body = await self._body(request)
@@ -263,16 +254,125 @@ class LeagueAPI:
             return _error(422, "the body must be {\"action\": <an action id from legal_actions>}")
         return await self._play(request, lambda: self._table().move(sid, body["action"]))
 
-    @app.delete("/play/{sid}")
     async def play_end(self, request: Request, sid: str):
         return await self._play(request, lambda: (self._table().end(sid), {"ended": sid})[1])
 
 
-def deploy_api(cfg, obs_size: int, num_actions: int) -> None:
-    app_ = LeagueAPI.options(ray_actor_options={"num_cpus": cfg.serve.num_cpus}, max_ongoing_requests=64,
-                             graceful_shutdown_timeout_s=5, graceful_shutdown_wait_loop_s=0.5,
-                             # a log line per request costs replica CPU on the /nash/act path
-                             logging_config={"enable_access_log": False}).bind(
-        cfg.ray.coordinator_name, cfg.ray.namespace, cfg.game.name, obs_size, num_actions, cfg.game.params,
-        cfg.serve.play_sessions, cfg.serve.play_ttl_s, cfg.snapshots.cache_size)
-    serve.run(app_, name=APP_NAME, route_prefix="/")
+def build_app(api: LeagueAPI) -> FastAPI:
+    """The FastAPI app answering every route of ``api`` (schema at /docs and /openapi.json)."""
+    app = FastAPI(title="nash-league", description="The current Nash policy of a running league.", version="1")
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_api_route("/", api.page, methods=["GET"], include_in_schema=False)
+    for path, endpoint in (("/healthz", api.healthz), ("/status", api.status), ("/nash", api.nash),
+                           ("/pool", api.pool), ("/payoff", api.payoff), ("/play/{sid}", api.play_view)):
+        app.add_api_route(path, endpoint, methods=["GET"])
+    app.add_api_route("/nash/act", api.act, methods=["POST"])
+    app.add_api_route("/play", api.play_start, methods=["POST"])
+    app.add_api_route("/play/{sid}/move", api.play_move, methods=["POST"])
+    app.add_api_route("/play/{sid}", api.play_end, methods=["DELETE"])
+    return app
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``; OSError (e.g. the port is taken) raised here, where the
+    launcher sees it, not inside uvicorn (which would exit the process)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                         flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restarted server rebinds at once
+    try:
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+@ray.remote(max_restarts=-1)
+class ApiServer:
+    """The HTTP API in one process: uvicorn on a thread of its own, serving ``build_app``.
+
+    A request is parsed, answered from the cached mixture and run through the member's snapshot
+    here, with no hop to another process (the coordinator is asked only for snapshots not yet
+    cached and, in the background, for the current mixture). The actor method calls are for
+    the launcher: ``ready`` and ``stop``. Restarted by Ray after a crash; it rebinds its port."""
+
+    def __init__(self, host: str, port: int, coordinator_name: str, namespace: str, game: str, obs_size: int,
+                 num_actions: int, game_params: dict | None = None, play_sessions: int = 256,
+                 play_ttl_s: float = 600.0, cache_size: int = 1024):
+        import uvicorn
+
+        torch.set_num_threads(1)
+        self.address = f"{host}:{port}"
+        sock = listening_socket(host, port)
+        api = LeagueAPI(ray.get_actor(coordinator_name, namespace=namespace), game, obs_size, num_actions,
+                        game_params, play_sessions, play_ttl_s, cache_size)
+        # no access log (a line per request is CPU on the /nash/act path); log_config=None leaves
+        # the process's logging as Ray set it up
+        self.server = uvicorn.Server(uvicorn.Config(build_app(api), lifespan="off", access_log=False,
+                                                    log_config=None, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True,
+                                       name="api-http")
+        self.thread.start()
+
+    def ready(self, timeout_s: float = 60.0) -> str:
+        """The address once the server accepts connections; RuntimeError if it stopped instead."""
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the HTTP API did not start on {self.address}")
+            time.sleep(0.02)
+        return self.address
+
+    def stop(self) -> None:
+        """Close the listening socket and open connections (the launcher then kills the actor)."""
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+class ApiUnavailable(RuntimeError):
+    """The HTTP API could not start (e.g. its port is taken)."""
+
+
+def start_api(cfg, obs_size: int, num_actions: int) -> list:
+    """Start the HTTP API where ``serve.proxy_location`` says (HeadOnly: the head node;
+    EveryNode: every node alive now, each serving on its own ``serve.host``; Disabled: nowhere)
+    and wait until it accepts connections. Returns the server actors."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    args = (cfg.serve.host, cfg.serve.port, cfg.ray.coordinator_name, cfg.ray.namespace, cfg.game.name, obs_size,
+            num_actions, cfg.game.params, cfg.serve.play_sessions, cfg.serve.play_ttl_s, cfg.snapshots.cache_size)
+    # no CPU reserved, like Serve's proxy: a head started with num-cpus 0 (common on KubeRay) still hosts it
+    options = {"num_cpus": 0, "namespace": cfg.ray.namespace}
+    if cfg.serve.proxy_location == "HeadOnly":
+        # every Ray cluster's head declares node:__internal_head__ (Serve pins its HeadOnly proxy the same way)
+        servers = [ApiServer.options(name=ACTOR_NAME, resources={"node:__internal_head__": 0.001},
+                                     **options).remote(*args)]
+    elif cfg.serve.proxy_location == "EveryNode":
+        servers = [ApiServer.options(name=f"{ACTOR_NAME}:{node['NodeID']}", **options,
+                                     scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
+                   .remote(*args) for node in ray.nodes() if node["Alive"]]
+    else:
+        servers = []
+    try:
+        ray.get([s.ready.remote() for s in servers])
+    except ray.exceptions.RayError as exc:
+        for server in servers:
+            ray.kill(server, no_restart=True)
+        cause = str(exc).strip().splitlines()[-1][:300]
+        raise ApiUnavailable(f"the HTTP API cannot serve on {cfg.serve.host}:{cfg.serve.port} "
+                             f"(serve.host, serve.port): {cause}") from None
+    return servers
+
+
+def stop_api(servers: list) -> None:
+    """Stop the servers and free their ports."""
+    for server in servers:
+        try:
+            ray.get(server.stop.remote(), timeout=15)
+        except ray.exceptions.RayError as exc:
+            log.warning("the HTTP API did not stop cleanly: %s", str(exc).strip().splitlines()[-1][:300])
+        ray.kill(server, no_restart=True)

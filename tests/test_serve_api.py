@@ -257,6 +257,19 @@ def test_generated_bodies_get_200_or_a_json_4xx_never_a_5xx(league, body, raw, e
     _post(raw, content_type)
 
 
+def test_api_listens_on_loopback_only_and_a_taken_port_is_a_clear_error(league):
+    import psutil
+
+    from serve.api import ApiUnavailable, start_api
+
+    listening = {c.laddr.ip for c in psutil.net_connections("tcp") if c.status == "LISTEN" and c.laddr.port == PORT}
+    assert listening == {"127.0.0.1"}
+    cfg, _ = load(["--config", "configs/rps.yaml", f"serve.port={PORT}", "ray.namespace=league-test-other"])
+    with pytest.raises(ApiUnavailable, match=f"127.0.0.1:{PORT} \\(serve.host, serve.port\\).*in use"):
+        start_api(cfg, 2, 3)
+    assert requests.get(f"{URL}/healthz", timeout=10).json() == {"status": "ok"}
+
+
 def test_api_and_league_survive_the_malformed_requests(league):
     r = requests.post(f"{URL}/nash/act", json={"observations": [[1.0, 0.0]], "legal_masks": [[0, 1, 0]]}, timeout=30)
     assert r.status_code == 200 and r.json()["actions"] == [1]
