@@ -210,9 +210,10 @@ class League:
 
         from serve.opponents import APP_NAME as OPPONENTS_APP, deploy_opponents
 
-        # No Serve HTTP proxy: the opponents app has no route, and the HTTP API runs its own server
-        # (serve.api.ApiServer), which answers without the proxy's extra hop (docs/serve.md, "Latency").
-        serve.start(proxy_location="Disabled")
+        # The opponents app has no route, and the HTTP API runs its own server (serve.api.ApiServer),
+        # which answers without the proxy's extra hop (docs/serve.md, "Latency"). Ray 2.60 still starts
+        # a proxy on the head with proxy_location="Disabled": it gets a free loopback port, not serve.port.
+        serve.start(proxy_location="Disabled", http_options={"host": "127.0.0.1", "port": 0})
         deploy_opponents(cfg)
         self.apps.append(OPPONENTS_APP)
 
