@@ -3,7 +3,7 @@
     python -m bench.k_opponents [--minutes 1.5]
 
 Runs configs/dominant.yaml as it is ("unshaped"), then with every role's
-``objective={k_opponents: 4, shaper: novelty, params: {weight: 0.5}}``
+``objective={k_opponents: 4, shaper: novelty, params: {weight: 0.0}}``
 ("novelty"), each for the same minutes through the real launcher in a fresh
 storage folder, and reads each league's store. Ends with one JSON line
 ``{"unshaped": {...}, "novelty": {...}}``, each with
@@ -32,7 +32,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "configs/dominant.yaml"
-NOVELTY = "{k_opponents: 4, shaper: novelty, params: {weight: 0.5}}"
+NOVELTY = "{k_opponents: 4, shaper: novelty, params: {weight: 0.0}}"
 
 
 def policy_probs(model, seat: int, num_actions: int) -> np.ndarray:
