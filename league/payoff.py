@@ -104,18 +104,7 @@ class PayoffTable:
         if not np.all(np.isfinite(scores)) or np.any((scores < 0) | (scores > 1)):
             bad = scores[~(np.isfinite(scores) & (scores >= 0) & (scores <= 1))][0]
             raise ValueError(f"outcome must be a score in [0, 1], got {bad}")
-        # Validate and index each distinct id once (a batch names few agents many times).
-        local: dict = {}
-        la = np.fromiter((local.setdefault(a, len(local)) for a in a_ids), dtype=np.int64, count=len(a_ids))
-        lb = np.fromiter((local.setdefault(b, len(local)) for b in b_ids), dtype=np.int64, count=len(b_ids))
-        for x in local:
-            if not isinstance(x, str) or not x:
-                raise ValueError(f"agent ids must be non-empty strings, got {x!r}")
-        same = np.flatnonzero(la == lb)
-        if len(same):
-            raise ValueError(f"an agent cannot be recorded against itself ({a_ids[int(same[0])]!r})")
-        table = np.array([self.add_agent(x) for x in local], dtype=np.int64)
-        ia, ib = table[la], table[lb]
+        ia, ib = self._index_pairs(a_ids, b_ids)
         draw = scores == 0.5
         win = np.where(draw, 0.0, scores)
         loss = np.where(draw, 0.0, 1.0 - scores)
@@ -141,14 +130,7 @@ class PayoffTable:
         lsum = np.add.reduceat(weights * l_lo[order], starts)
         dk = decay ** (ends - starts).astype(float)
         i, j = lo[order[starts]], hi[order[starts]]
-        self._wins[i, j] = dk * self._wins[i, j] + wsum
-        self._draws[i, j] = dk * self._draws[i, j] + dsum
-        self._losses[i, j] = dk * self._losses[i, j] + lsum
-        self._wins[j, i] = dk * self._wins[j, i] + lsum
-        self._draws[j, i] = dk * self._draws[j, i] + dsum
-        self._losses[j, i] = dk * self._losses[j, i] + wsum
-        changed = [(self._ids[x], self._ids[y]) for x, y in zip(i.tolist(), j.tolist())]
-        return changed
+        return self._decay_and_add(i, j, dk, wsum, dsum, lsum)
 
     def record_counts(self, a_ids: Sequence[str], b_ids: Sequence[str], games: Sequence[float],
                       wins: Sequence[float], draws: Sequence[float], losses: Sequence[float],
@@ -173,17 +155,7 @@ class PayoffTable:
         if not (np.all(np.isfinite(g)) and np.all(g > 0) and np.all((w >= 0) & (d >= 0) & (l >= 0))
                 and np.allclose(w + d + l, g)):
             raise ValueError("payoff counts: games must be > 0 and wins + draws + losses == games, all >= 0")
-        local: dict = {}
-        la = np.fromiter((local.setdefault(a, len(local)) for a in a_ids), dtype=np.int64, count=len(a_ids))
-        lb = np.fromiter((local.setdefault(b, len(local)) for b in b_ids), dtype=np.int64, count=len(b_ids))
-        for x in local:
-            if not isinstance(x, str) or not x:
-                raise ValueError(f"agent ids must be non-empty strings, got {x!r}")
-        same = np.flatnonzero(la == lb)
-        if len(same):
-            raise ValueError(f"an agent cannot be recorded against itself ({a_ids[int(same[0])]!r})")
-        table = np.array([self.add_agent(x) for x in local], dtype=np.int64)
-        ia, ib = table[la], table[lb]
+        ia, ib = self._index_pairs(a_ids, b_ids)
         lo, hi = np.minimum(ia, ib), np.maximum(ia, ib)
         flip = ia > ib
         w_lo, l_lo = np.where(flip, l, w), np.where(flip, w, l)
@@ -199,6 +171,26 @@ class PayoffTable:
         mean_weight = np.ones(m) if decay == 1.0 else (1.0 - dk) / ((1.0 - decay) * n)
         wsum, dsum, lsum = wsum * mean_weight, dsum * mean_weight, lsum * mean_weight
         i, j = lo[first], hi[first]
+        return self._decay_and_add(i, j, dk, wsum, dsum, lsum)
+
+    def _index_pairs(self, a_ids: Sequence[str], b_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Matrix indices of each row's two agents (added if new), each distinct id validated and
+        indexed once (a batch names few agents many times); no agent may face itself."""
+        local: dict = {}
+        la = np.fromiter((local.setdefault(a, len(local)) for a in a_ids), dtype=np.int64, count=len(a_ids))
+        lb = np.fromiter((local.setdefault(b, len(local)) for b in b_ids), dtype=np.int64, count=len(b_ids))
+        for x in local:
+            if not isinstance(x, str) or not x:
+                raise ValueError(f"agent ids must be non-empty strings, got {x!r}")
+        same = np.flatnonzero(la == lb)
+        if len(same):
+            raise ValueError(f"an agent cannot be recorded against itself ({a_ids[int(same[0])]!r})")
+        table = np.array([self.add_agent(x) for x in local], dtype=np.int64)
+        return table[la], table[lb]
+
+    def _decay_and_add(self, i, j, dk, wsum, dsum, lsum) -> list[tuple[str, str]]:
+        """Pairs (i[k], j[k]), i < j: decay old counts by dk and add wins/draws/losses seen from i's
+        side (mirrored for j's). Returns the changed pairs as ids."""
         self._wins[i, j] = dk * self._wins[i, j] + wsum
         self._draws[i, j] = dk * self._draws[i, j] + dsum
         self._losses[i, j] = dk * self._losses[i, j] + lsum
