@@ -103,26 +103,26 @@ class Chaos:
             ray.kill(league.workers[name], no_restart=False)
             return name, lambda: self.worker_acked().get(name, 0) > before
         if kind == "learner":
-            name = str(self.rng.choice(sorted(league.learners)))
-            actor = league.learners[name]
-            pid = _try(lambda: ray.get(actor.info.remote(), timeout=10)["pid"])
-            ray.kill(actor, no_restart=False)
-
-            def learned():
-                info = _try(lambda: ray.get(actor.info.remote(), timeout=2))
-                return info is not None and info["pid"] != pid and info["updates"] >= 1
-            return name, learned
+            return self._kill_restarting(league.learners, "info", "updates")
         if kind == "evaluator":
-            name = str(self.rng.choice(sorted(league.evaluators)))
-            actor = league.evaluators[name]
-            pid = _try(lambda: ray.get(actor.get_stats.remote(), timeout=10)["pid"])
-            ray.kill(actor, no_restart=False)
-
-            def evaluated():
-                stats = _try(lambda: ray.get(actor.get_stats.remote(), timeout=2))
-                return stats is not None and stats["pid"] != pid and stats["rounds"] >= 1
-            return name, evaluated
+            return self._kill_restarting(league.evaluators, "get_stats", "rounds")
         raise ValueError(f"unknown kind {kind!r}")
+
+    def _kill_restarting(self, actors: dict, method: str, progress: str):
+        """Kill one of ``actors`` (Ray restarts it); recovered once a new process (another pid from
+        ``method``) reports ``progress`` >= 1."""
+        import ray
+
+        name = str(self.rng.choice(sorted(actors)))
+        actor = actors[name]
+        ask = getattr(actor, method)
+        pid = _try(lambda: ray.get(ask.remote(), timeout=10)["pid"])
+        ray.kill(actor, no_restart=False)
+
+        def recovered():
+            stats = _try(lambda: ray.get(ask.remote(), timeout=2))
+            return stats is not None and stats["pid"] != pid and stats[progress] >= 1
+        return name, recovered
 
     def strike(self, kind: str) -> float | None:
         """Kill one ``kind`` and wait (supervising) until the league made progress again."""
