@@ -173,9 +173,9 @@ class LeagueCoordinatorImpl:
         that applying one group blocks the event loop for milliseconds, not seconds."""
         rows, cut = 0, 0
         for batch, _ in self._ingest:
-            if cut and rows + len(getattr(batch, "a", ())) > GROUP_ROWS:
+            if cut and rows + len(batch.a) > GROUP_ROWS:
                 break
-            rows += len(getattr(batch, "a", ()))
+            rows += len(batch.a)
             cut += 1
         group, self._ingest = self._ingest[:cut], self._ingest[cut:]
         return group
@@ -286,9 +286,7 @@ class LeagueCoordinatorImpl:
 
     async def learner_started(self, learner_id: str, version: int, step: int) -> bool:
         """A learner (re)started at ``version``: an event, so a resume can be checked against its checkpoint."""
-        self.store.add_event("learner_start", {"learner_id": str(learner_id), "version": int(version),
-                                               "step": int(step)})
-        return True
+        return await self.learner_event(learner_id, "learner_start", {"version": int(version), "step": int(step)})
 
     async def learner_event(self, learner_id: str, kind: str, data: dict | None = None) -> bool:
         """Something a learner wants on the run's record (e.g. an update its shaper made it skip)."""

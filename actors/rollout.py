@@ -213,7 +213,7 @@ class RolloutWorkerImpl:
         if self._pending_plan is None:
             wait = 0.0 if self.matches.plan is None else self.cfg.league.match_plan_seconds
             self._pending_plan = self.coordinator.match_plan.remote(self.learner_id, self.matches.version, wait)
-        if self._pending_plan is None or (not block and not ray.wait([self._pending_plan], timeout=0)[0]):
+        if not block and not ray.wait([self._pending_plan], timeout=0)[0]:
             return
         ref, self._pending_plan = self._pending_plan, None
         try:
