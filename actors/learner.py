@@ -22,7 +22,7 @@ import numpy as np
 import ray
 import torch
 
-from actors.outbox import Outbox
+from actors.outbox import DeliveryLog, Outbox
 from league.config import Config, ConfigError, from_dict
 from league.messages import EpisodeGroups, LearnerAck, WeightsReply
 from league.objectives import LearnerObjective, ShaperError
@@ -73,6 +73,9 @@ class LearnerImpl:
         self.updates = 0
         self.buffer: list[Rollout] = []
         self.group_buffer: list[EpisodeGroups] = []  # the buffer's groups (objective.k_opponents, shaper)
+        # numbered group deliveries taken, each once (a restarted worker re-sends its staged one)
+        self.deliveries = DeliveryLog()
+        self.version_lag = {"last": 0, "max": 0}  # this version minus the groups' version, at intake
         self.buffered = 0
         self.objective = cfg.role(role).objective
         self.shaping = LearnerObjective(self.objective, seed_int(cfg.run.seed, "learner", learner_id, "novelty"))
@@ -123,8 +126,12 @@ class LearnerImpl:
         """Take a batch of this learner's transitions; train when enough are buffered.
 
         A learner whose role plays in groups (``objective``) takes them with their
-        ``EpisodeGroups``. Returns after the batch is ingested (and any update it
-        triggered ran): a worker that waits on this call before sending more is backpressured.
+        ``EpisodeGroups``, once per ``(source, seq)``: a repeat (a restarted worker re-sending
+        the delivery it had staged) is acknowledged and dropped, so no group is trained on twice.
+        A re-sent delivery the learner had not taken is trained on like any other, however many
+        versions ago its groups were played (docs/objectives.md). Returns after the batch is
+        ingested (and any update it triggered ran): a worker that waits on this call before
+        sending more is backpressured.
         """
         if not isinstance(rollout, Rollout):
             raise ValueError(f"submit takes a policies.rollout.Rollout, got {type(rollout).__name__}")
@@ -138,6 +145,13 @@ class LearnerImpl:
             raise ValueError(f"{self.learner_id} does not play in groups (objective.k_opponents 1, no shaper)")
         with self._lock:
             if groups is not None:
+                if groups.seq is not None and not self.deliveries.take(groups.source, groups.seq, len(groups)):
+                    log.info("%s: delivery %d of %s taken before, dropped", self.learner_id, groups.seq,
+                             groups.source)
+                    return LearnerAck(self.version, self.step)
+                if len(groups):
+                    lag = int(self.version - groups.version.min())
+                    self.version_lag = {"last": lag, "max": max(lag, self.version_lag["max"])}
                 self.group_buffer.append(groups)
             self.buffer.append(batch)
             self.buffered += len(batch)
@@ -259,7 +273,10 @@ class LearnerImpl:
         return {"learner_id": self.learner_id, "role": self.role, "version": self.version, "step": self.step,
                 "device": str(self.device), "snapshots_acked": list(self.snapshots_acked), "pid": os.getpid(),
                 "updates": self.updates, "skipped_updates": self.skipped_updates,
-                "last_shaper_error": self.last_shaper_error, **self.shaping.stats, **{f"loss_{k}": v for k, v in self.last_stats.items()}}
+                "last_shaper_error": self.last_shaper_error, "deliveries_taken": self.deliveries.taken,
+                "groups_taken": self.deliveries.groups, "deliveries_repeated": self.deliveries.repeats,
+                "version_lag_last": self.version_lag["last"], "version_lag_max": self.version_lag["max"],
+                **self.shaping.stats, **{f"loss_{k}": v for k, v in self.last_stats.items()}}
 
 
 # Threaded so that get_weights answers while an update runs (torch frees the GIL).

@@ -13,6 +13,12 @@ arrived. The outbox makes such a message exactly-once:
    under the same ``seq``; the coordinator is idempotent per (source, seq), so
    it is stored once whichever side of the commit the kill fell on.
 
+A rollout worker playing in groups (``objective.k_opponents``) stages a *delivery*
+(``stage_delivery``): the complete groups' result batch, their transitions and their
+``EpisodeGroups``, in one file, acknowledged once both the coordinator and the learner
+replied. The learner is idempotent per (source, seq) too (:class:`DeliveryLog`), so a
+group reaches it once, and its games the store once, whichever replies the kill cut off.
+
 Files live in this node's own folder for the run (:func:`node_run_dir`), never
 inside ``run.storage``, which only the coordinator opens; they are replaced atomically
 (write + rename), which survives a killed process; they are not fsynced, so a
@@ -29,6 +35,7 @@ import os
 import tempfile
 import time
 import zipfile
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -121,25 +128,94 @@ class Outbox:
 
     # -- result batches (league.messages.ResultBatch) -------------------------------
     def stage_batch(self, batch) -> None:
-        ids = list(batch.action_counts)
-        self.stage(batch.seq, {"agents": np.array(batch.agents, dtype=str), "a": batch.a, "b": batch.b,
-                               "score": batch.score, "env_steps": np.int64(batch.env_steps),
-                               "count_ids": np.array(ids, dtype=str),
-                               **{f"count_{i}": batch.action_counts[k] for i, k in enumerate(ids)},
-                               **({"games": batch.games, "wins": batch.wins, "draws": batch.draws}
-                                  if batch.per_pair else {})})
+        self.stage(batch.seq, _batch_arrays(batch))
 
     def pending_batch(self):
         """The staged result batch (a ``ResultBatch`` under its original seq), if any."""
-        from league.messages import ResultBatch
+        pending = self.pending()
+        return None if pending is None else _batch_from(self.source, *pending)
+
+    # -- group deliveries (objective.k_opponents: games, transitions and groups as one) ----
+    def stage_delivery(self, batch, rollout, groups) -> None:
+        """Keep a grouped worker's delivery until the coordinator and the learner both acknowledged it:
+        the groups' games (``batch``, a ResultBatch), their transitions (``rollout``, a
+        ``policies.rollout.Rollout``) and their ``EpisodeGroups`` (numbered ``batch.seq``), written as one
+        file in one step, so that a kill leaves all of it staged or none of it."""
+        if groups.seq != batch.seq or groups.source != self.source:
+            raise ValueError(f"a delivery's groups must carry its number {batch.seq} and source {self.source!r}")
+        self.stage(batch.seq, {**_batch_arrays(batch),
+                               **{f"r_{f.name}": getattr(rollout, f.name) for f in fields(rollout)},
+                               "g_ids": groups.ids, "g_version": groups.version,
+                               "g_opponents": np.array(groups.opponents, dtype=str), "g_opponent": groups.opponent,
+                               "g_outcomes": groups.outcomes, "g_played": groups.played, "g_acted": groups.acted})
+
+    def pending_delivery(self):
+        """The staged message as ``(ResultBatch, Rollout | None, EpisodeGroups | None)`` under its original
+        seq (a plain result batch comes with two Nones), or None when nothing is staged."""
+        from league.messages import EpisodeGroups
+        from policies.rollout import Rollout
 
         pending = self.pending()
         if pending is None:
             return None
         seq, arr = pending
-        counts = {k: arr[f"count_{i}"] for i, k in enumerate(arr["count_ids"].tolist())}
-        return ResultBatch(self.source, seq, tuple(arr["agents"].tolist()), arr["a"], arr["b"], arr["score"],
-                           int(arr["env_steps"]), counts, arr.get("games"), arr.get("wins"), arr.get("draws"))
+        batch = _batch_from(self.source, seq, arr)
+        if "g_ids" not in arr:
+            return batch, None, None
+        rollout = Rollout(**{f.name: arr[f"r_{f.name}"] for f in fields(Rollout)})
+        groups = EpisodeGroups(self.source, arr["g_ids"], arr["g_version"], tuple(arr["g_opponents"].tolist()),
+                               arr["g_opponent"], arr["g_outcomes"], arr["g_played"], arr["g_acted"], seq=seq)
+        return batch, rollout, groups
+
+
+def _batch_arrays(batch) -> dict[str, Any]:
+    ids = list(batch.action_counts)
+    return {"agents": np.array(batch.agents, dtype=str), "a": batch.a, "b": batch.b, "score": batch.score,
+            "env_steps": np.int64(batch.env_steps), "count_ids": np.array(ids, dtype=str),
+            **{f"count_{i}": batch.action_counts[k] for i, k in enumerate(ids)},
+            **({"games": batch.games, "wins": batch.wins, "draws": batch.draws} if batch.per_pair else {})}
+
+
+def _batch_from(source: str, seq: int, arr: dict[str, np.ndarray]):
+    from league.messages import ResultBatch
+
+    counts = {k: arr[f"count_{i}"] for i, k in enumerate(arr["count_ids"].tolist())}
+    return ResultBatch(source, seq, tuple(arr["agents"].tolist()), arr["a"], arr["b"], arr["score"],
+                       int(arr["env_steps"]), counts, arr.get("games"), arr.get("wins"), arr.get("draws"))
+
+
+class DeliveryLog:
+    """A receiver's record of the numbered deliveries it took: each ``(source, seq)`` is taken once.
+
+    The receiving side of an outbox whose sender does not see a reply as a store would: a learner
+    taking group deliveries keeps no table of them, only this window of the last ``window`` numbers
+    per source. That suffices because a sender has one delivery staged at a time and re-sends only
+    that one, so a repeat is always among its latest numbers.
+    """
+
+    def __init__(self, window: int = 1024):
+        self.window = int(window)
+        self._seen: dict[str, dict[int, int]] = {}  # source -> seq -> groups in it, oldest first
+        self.taken = 0  # deliveries taken
+        self.groups = 0  # groups in them
+        self.repeats = 0  # deliveries refused as taken before
+
+    def take(self, source: str, seq: int, groups: int = 0) -> bool:
+        """True the first time ``(source, seq)`` arrives (it is booked), False for a repeat."""
+        seen = self._seen.setdefault(source, {})
+        if seq in seen:
+            self.repeats += 1
+            return False
+        seen[seq] = int(groups)
+        if len(seen) > self.window:
+            del seen[next(iter(seen))]
+        self.taken += 1
+        self.groups += int(groups)
+        return True
+
+    def recent(self, source: str) -> dict[int, int]:
+        """The numbers taken lately from ``source`` (at most ``window``), with the groups each brought."""
+        return dict(self._seen.get(source, {}))
 
 
 def read_ledger(path: str | os.PathLike) -> dict[str, Any] | None:

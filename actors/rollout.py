@@ -12,10 +12,14 @@ the coordinator in numbered batches of counts per opponent (idempotent on retry)
 With ``objective.k_opponents`` > 1 or a reward shaper (league.objectives), the
 learner's episodes are played in groups of k: a new episode joins the open
 group (k opponents drawn at once, the learner version of that moment) and is
-played by that version's policy, kept while any group plays it. A group's
-games are reported, and its transitions sent with its ``EpisodeGroups``, only
-when all k episodes finished; a group unfinished when the loop stops or the
-worker dies is neither reported nor sent, so no group arrives in part.
+played by that version's policy, kept while any group plays it. A group
+goes out only when all k episodes finished, in a *delivery*: the complete
+groups' games (a result batch for the coordinator), their transitions and
+their ``EpisodeGroups`` (for the learner), staged in the outbox as one message
+and re-sent by a restarted worker until both acknowledged it; the coordinator
+and the learner each take a delivery once per (worker, seq). A group
+unfinished when the loop stops or the worker dies is neither reported nor
+sent, so no group arrives in part, and none twice.
 """
 
 from __future__ import annotations
@@ -138,7 +142,8 @@ class RolloutWorkerImpl:
         # committed before replying (the node-loss test counts them in the store, exactly).
         first = self.outbox.ledger["seq"]
         self.stats = {"env_steps": 0, "episodes": 0, "submitted": 0, "branches": {}, "first_seq": first,
-                      "last_acked_seq": None, "results_acked": 0, "games_acked": 0}
+                      "last_acked_seq": None, "results_acked": 0, "games_acked": 0,
+                      "redelivered": 0, "deliveries_rejected": 0}
         self._pending_refresh: list = []
         role = learner_ids(cfg).get(learner_id)
         objective = cfg.role(role).objective if role is not None else None
@@ -261,6 +266,7 @@ class RolloutWorkerImpl:
         self._env_steps = 0
         inflight: list = []
         report_ref = None
+        delivery = None  # grouped play: the delivery in flight
         last_report = time.time()
         submit_every = max(64, cfg.steps_per_batch // max(1, cfg.workers_per_learner))
 
@@ -271,17 +277,27 @@ class RolloutWorkerImpl:
                 if lane.prepared:
                     self._finish(lane)
                 self._prepare(lane)
-            if self._recorder.steps >= submit_every:
-                inflight = self._submit(self._recorder.take(), inflight, cfg.max_inflight_batches)
-            if len(self._results) >= cfg.results_batch_size or (self._results and time.time() - last_report > 2.0):
-                report_ref = self._report(report_ref)
-                last_report = time.time()
+            report_due = len(self._results) >= cfg.results_batch_size or (
+                len(self._results) > 0 and time.time() - last_report > 2.0)
+            if self.grouped:
+                if report_due or self._recorder.steps >= submit_every:
+                    delivery = self._deliver(delivery)
+                    last_report = time.time()
+            else:
+                if self._recorder.steps >= submit_every:
+                    inflight = self._submit(self._recorder.take(), inflight, cfg.max_inflight_batches)
+                if report_due:
+                    report_ref = self._report(report_ref)
+                    last_report = time.time()
         for lane in self.lanes:
             if lane.prepared:
                 self._finish(lane)
-        if self.grouped:  # every complete group reaches the learner as well as the coordinator
-            inflight = self._submit(self._recorder.take(), inflight, cfg.max_inflight_batches)
-        # flush: everything finished reaches the coordinator before run() returns
+        # flush: everything finished reaches the coordinator (and, grouped, the learner) before run() returns
+        if self.grouped:
+            delivery = self._deliver(delivery)
+            if delivery is not None:
+                self._await_delivery(delivery)
+            return self.get_stats()
         report_ref = self._report(report_ref)
         if report_ref is not None:
             self._await_report(report_ref)
@@ -350,7 +366,7 @@ class RolloutWorkerImpl:
             keep = self.groups.versions() | {version}
             self._held = {v: m for v, m in self._held.items() if v in keep}
 
-    def _take_groups(self) -> EpisodeGroups:
+    def _take_groups(self, seq: int) -> EpisodeGroups:
         done, self._completed = self._completed, []
         used = sorted({c for g in done for c in g.codes.tolist()})
         local = {c: i for i, c in enumerate(used)}
@@ -360,7 +376,7 @@ class RolloutWorkerImpl:
                              np.array([[local[c] for c in g.codes.tolist()] for g in done], dtype=np.int64).reshape(-1, k),
                              np.array([g.returns for g in done], dtype=np.float64).reshape(-1, k),
                              np.array([g.decisions > 0 for g in done], dtype=bool).reshape(-1, k),
-                             np.array([g.acted for g in done], dtype=np.int64).reshape(-1, k))
+                             np.array([g.acted for g in done], dtype=np.int64).reshape(-1, k), seq=seq)
 
     def _live_actions(self, agent_id: str, obs, mask) -> np.ndarray:
         if agent_id not in self.live:
@@ -409,10 +425,7 @@ class RolloutWorkerImpl:
             ready, inflight = ray.wait(inflight, num_returns=1)
             if ray.get(ready[0]).version != self.live[self.learner_id][0]:
                 self._refresh(self.learner_id, block=False)
-        if self.grouped:
-            inflight.append(self.learners[self.learner_id].submit.remote(rollout, self._take_groups()))
-        else:
-            inflight.append(self.learners[self.learner_id].submit.remote(rollout))
+        inflight.append(self.learners[self.learner_id].submit.remote(rollout))
         self.stats["submitted"] += len(rollout)
         done, inflight = ray.wait(inflight, num_returns=len(inflight), timeout=0)
         for ref in done:
@@ -435,6 +448,55 @@ class RolloutWorkerImpl:
         self._action_counts = np.zeros(self.num_actions)
         return ref, batch.seq, len(batch)
 
+    def _deliver(self, previous):
+        """Grouped play: the groups completed since the last delivery go out as one delivery, staged
+        in the outbox first (games, transitions and groups in one file): their games to the
+        coordinator, their transitions with their ``EpisodeGroups`` to the learner, both under one
+        seq. Returns the delivery in flight; one is in flight at a time (the outbox keeps one), so
+        waiting for the last one is this worker's backpressure."""
+        if previous is not None:
+            self._await_delivery(previous)
+        if not self._results and not self._env_steps:
+            return None
+        seq = self.outbox.next_seq()
+        rollout, groups = self._recorder.take(), self._take_groups(seq)
+        batch = self._results.take(self.worker_id, seq, self.learner_id, self._names, self._env_steps,
+                                   {self.learner_id: self._action_counts})
+        self._env_steps = 0
+        self._action_counts = np.zeros(self.num_actions)
+        if not len(groups):  # env steps only
+            self.outbox.stage_batch(batch)
+            return self._send_delivery(batch, None, None)
+        if rollout is None:  # the learner had no decision in any of these groups' episodes
+            rollout = Rollout.empty(self.lanes[0].game.obs_size, self.num_actions)
+        self.outbox.stage_delivery(batch, rollout, groups)
+        return self._send_delivery(batch, rollout, groups)
+
+    def _send_delivery(self, batch: ResultBatch, rollout: Rollout | None, groups: EpisodeGroups | None):
+        report = self.coordinator.report_results.remote(batch)
+        submit = None
+        if groups is not None:
+            submit = self.learners[self.learner_id].submit.remote(rollout, groups)
+            self.stats["submitted"] += len(rollout)
+        return report, submit, batch.seq, len(batch)
+
+    def _await_delivery(self, delivery) -> None:
+        """Wait until the learner and the coordinator both acknowledged a delivery, then book it (the
+        outbox drops it). A delivery the learner rejects as malformed is logged and counted, not re-sent."""
+        report, submit, seq, n = delivery
+        if submit is not None:
+            try:
+                ack = ray.get(submit)
+            except ray.exceptions.RayTaskError as exc:
+                if not isinstance(exc.cause, ValueError):
+                    raise
+                log.error("%s: the learner rejected delivery %d (%s)", self.worker_id, seq, exc.cause)
+                self.stats["deliveries_rejected"] += 1
+            else:
+                if ack.version != self.live.get(self.learner_id, (-1, None))[0]:
+                    self._refresh(self.learner_id, block=False)
+        self._await_report((report, seq, n))
+
     def _await_report(self, inflight) -> None:
         """Wait for a batch's acknowledgement and book it (the coordinator's restarts are
         retried by Ray; the batch is idempotent per (worker, seq))."""
@@ -454,10 +516,15 @@ class RolloutWorkerImpl:
             self.stats["last_acked_seq"] = seq
 
     def _send_pending(self) -> None:
-        """Re-send the batch a past life (or a crashed loop) staged but never saw acknowledged."""
-        batch = self.outbox.pending_batch()
-        if batch is not None:
-            self._await_report((self.coordinator.report_results.remote(batch), batch.seq, len(batch)))
+        """Re-send what a past life (or a crashed loop) staged but never saw acknowledged: a result
+        batch, or a delivery of groups (to the coordinator and the learner; each takes it once)."""
+        staged = self.outbox.pending_delivery()
+        if staged is None:
+            return
+        batch, rollout, groups = staged
+        if groups is not None:
+            self.stats["redelivered"] += 1
+        self._await_delivery(self._send_delivery(batch, rollout, groups))
 
 
 # The worker loop is synchronous: its Serve handle must run its router in a separate

@@ -15,7 +15,8 @@ long-running receiver stays up.
     Learner       --add_snapshot(...)---------------> Coordinator -> SnapshotReply
     RolloutWorker --get_weights(version)------------> Learner     -> WeightsReply
     RolloutWorker --submit(policies.rollout.Rollout)> Learner     -> LearnerAck
-    RolloutWorker --submit(Rollout, EpisodeGroups)--> Learner     -> LearnerAck  (objective.k_opponents, shaper)
+    RolloutWorker --submit(Rollout, EpisodeGroups)--> Learner     -> LearnerAck  (objective.k_opponents, shaper;
+                                                                     once per (source, seq), like its ResultBatch)
     anyone        --nash()--------------------------> Coordinator -> NashView  (GET /nash is its to_dict)
 
 A result batch is idempotent per ``(source, seq)``: a retry after a lost reply
@@ -260,6 +261,10 @@ class EpisodeGroups:
     (its transitions are in the rollout: the played episodes, group by group, slot by
     slot, are the rollout's episodes in order). ``acted[g, i]`` is the version whose
     policy made those decisions (-1 none), the same as ``version[g]`` by construction.
+
+    ``seq``: the number of the delivery these groups came in (the worker's outbox, actors/outbox.py,
+    the same number as the result batch of their games); a learner takes a numbered delivery once
+    per ``(source, seq)``, so a worker's restarted life may send it again. None: not numbered.
     """
 
     source: str
@@ -270,10 +275,13 @@ class EpisodeGroups:
     outcomes: np.ndarray  # (G, k) float64
     played: np.ndarray  # (G, k) bool
     acted: np.ndarray  # (G, k) int64
+    seq: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.source, str) or not self.source:
             raise ValueError("episode groups: 'source' must be a non-empty string")
+        if self.seq is not None and (isinstance(self.seq, bool) or not isinstance(self.seq, (int, np.integer))):
+            raise ValueError(f"episode groups: 'seq' must be an integer or None, got {self.seq!r}")
         if not isinstance(self.opponents, tuple) or not all(isinstance(x, str) for x in self.opponents):
             raise ValueError("episode groups: 'opponents' must be a tuple of agent ids")
         try:
@@ -299,6 +307,8 @@ class EpisodeGroups:
             raise ValueError("episode groups: 'outcomes' must be finite")
         for name, value in cols.items():
             object.__setattr__(self, name, value)
+        if self.seq is not None:
+            object.__setattr__(self, "seq", int(self.seq))
 
     @property
     def k(self) -> int:

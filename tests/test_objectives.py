@@ -141,7 +141,7 @@ def test_episode_groups_reject_malformed_columns():
               played=[[True, True]], acted=[[3, 3]])
     assert EpisodeGroups(**ok).episodes == 2
     for name, value in (("opponent", [[0, 2]]), ("outcomes", [[1.0]]), ("outcomes", [[np.nan, 0.0]]),
-                        ("version", [3, 4]), ("source", "")):
+                        ("version", [3, 4]), ("source", ""), ("seq", "1"), ("seq", True)):
         with pytest.raises(ValueError):
             EpisodeGroups(**{**ok, name: value})
 
