@@ -266,15 +266,14 @@ class LeagueCoordinatorImpl:
             known = self.league.snapshot_for_request(learner_id, request) if request is not None else None
             if known is not None:
                 reset = bool(known.metadata.get("reset"))
-                return SnapshotReply(known.agent_id, reset, self.cfg.role(known.agent_type).reset_to if reset else None)
+                return SnapshotReply(known.agent_id, reset, known.metadata.get("reset_to") if reset else None)
             record, reset = self.league.add_snapshot(learner_id, blob, step, metadata, request=request)
         self._wake_plans()
         self.metrics.inc("snapshots", role=record.agent_type.value)
         if reset:
             self.metrics.inc("resets", role=record.agent_type.value)
         self._export_state()
-        reset_to = self.cfg.role(record.agent_type).reset_to if reset else None
-        return SnapshotReply(record.agent_id, bool(reset), reset_to)
+        return SnapshotReply(record.agent_id, bool(reset), record.metadata.get("reset_to") if reset else None)
 
     @timed
     async def save_checkpoint(self, learner_id: str, version: int, step: int, state: bytes) -> bool:

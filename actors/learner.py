@@ -30,7 +30,7 @@ from league.seeds import seed_int
 from monitoring.metrics import LeagueMetrics
 from policies.device import resolve_device
 from policies.net import ActorCritic, PolicySpec
-from policies.ppo import PPOConfig, make_optimizer, ppo_update, pull_magnet
+from policies.ppo import PPOConfig, make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr
 from policies.rollout import Rollout
 from policies.snapshot import (learner_magnet_from_bytes, learner_state_from_bytes, learner_state_to_bytes,
                                policy_from_bytes, policy_to_bytes)
@@ -191,6 +191,7 @@ class LearnerImpl:
             log.error("%s skipped an update: %s", self.learner_id, exc)
             self.coordinator.learner_event.remote(self.learner_id, "shaper_error", {"error": str(exc)[:1000]})
             return
+        set_lr(self.optimizer, scheduled_lr(self.ppo, self.step))
         self.last_stats = ppo_update(self.model, self.optimizer, data, self.ppo, magnet=self.magnet)
         if self.magnet is not None:
             pull_magnet(self.magnet, self.model, self.ppo.magnet_rate)

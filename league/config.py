@@ -93,7 +93,7 @@ class RoleConfig:
     snapshot_win_rate: float = 0.7
     min_games_for_snapshot: float = 20.0
     reset_probability: float = 0.0
-    reset_to: str | None = None
+    reset_to: str | None = None  # a snapshot id, or a role name: that role's latest snapshot
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
 
     def validate(self, key: str) -> None:

@@ -410,8 +410,10 @@ class League:
         st.parent_id = record.agent_id
         if reset:
             st.resets += 1
-            st.parent_id = self.cfg.role(st.role).reset_to
+            st.parent_id = self._reset_target(self.cfg.role(st.role).reset_to)
         meta["reset"] = reset
+        if reset and st.parent_id is not None:
+            meta["reset_to"] = st.parent_id  # the snapshot the learner restarts from (a repeat gets the same)
         if self.store is not None:
             self.store.add_agent(record, blob, evicted=[r.agent_id for r in evicted],
                                  clear_payoff=[learner_id] if reset else [])
@@ -429,6 +431,14 @@ class League:
             self.payoff.add_agent(learner_id)
         self.pool_version += 1
         return record, reset
+
+    def _reset_target(self, reset_to: str | None) -> str | None:
+        """A role's ``reset_to``: a snapshot id, or a role name for that role's latest snapshot
+        (an exploiter warm-started from the newest main agent); None when there is none yet."""
+        if reset_to in {t.value for t in AgentType}:
+            records = self.pool.list(agent_type=reset_to)
+            return records[-1].agent_id if records else None
+        return reset_to
 
     def add_seed(self, agent_id: str, blob: bytes, metadata: dict | None = None) -> AgentRecord:
         """Put an existing snapshot (e.g. from a file) into the pool as a main-agent snapshot."""

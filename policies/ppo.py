@@ -47,6 +47,8 @@ class PPOConfig:
     adam_eps: float = 1e-5
     magnet_coef: float = 0.0  # weight of KL(pi || magnet); 0 = plain PPO
     magnet_rate: float = 0.05  # magnet <- (1 - rate) * magnet + rate * policy, per update
+    # learning-rate decay by the learner's steps: lr / sqrt(1 + steps / lr_decay_steps); 0 = constant
+    lr_decay_steps: float = 0.0
 
     def __post_init__(self):
         checks = {
@@ -59,6 +61,7 @@ class PPOConfig:
             "max_grad_norm": self.max_grad_norm > 0,
             "magnet_coef": self.magnet_coef >= 0,
             "magnet_rate": 0 <= self.magnet_rate <= 1,
+            "lr_decay_steps": self.lr_decay_steps >= 0,
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
@@ -67,6 +70,20 @@ class PPOConfig:
 
 def make_optimizer(model: nn.Module, cfg: PPOConfig) -> torch.optim.Adam:
     return torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+
+
+def scheduled_lr(cfg: PPOConfig, steps: int) -> float:
+    """The learning rate after ``steps`` trained-on transitions: ``cfg.lr``, or with
+    ``cfg.lr_decay_steps`` the inverse square-root decay ``lr / sqrt(1 + steps / lr_decay_steps)``
+    (no horizon: a league has no last update)."""
+    if cfg.lr_decay_steps <= 0:
+        return cfg.lr
+    return cfg.lr / float(np.sqrt(1.0 + steps / cfg.lr_decay_steps))
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
 
 
 def compute_gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, gamma: float, lam: float):

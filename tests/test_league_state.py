@@ -213,3 +213,17 @@ def test_a_repeated_snapshot_request_gets_the_first_snapshot_back(tmp_path):
         again = restarted.snapshot_for_request("main_agent-0", 7)
         assert (again.agent_id, again.metadata["reset"]) == (record.agent_id, reset)
         assert len(store.agents()) == 1
+
+
+def test_an_exploiter_with_a_role_as_reset_to_restarts_from_that_roles_latest_snapshot(tmp_path):
+    cfg = load_config(None, [f"run.storage={tmp_path}", "roles.league_exploiter.count=1",
+                             "roles.league_exploiter.reset_probability=1.0", "roles.league_exploiter.reset_to=main_agent"])
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    # no main snapshot yet: a fresh initialisation
+    _, reset = league.add_snapshot("league_exploiter-0", b"x", step=10)
+    assert reset and league.learners["league_exploiter-0"].parent_id is None
+    league.add_snapshot("main_agent-0", b"a", step=10)
+    newest, _ = league.add_snapshot("main_agent-0", b"b", step=20)
+    record, reset = league.add_snapshot("league_exploiter-0", b"y", step=30)
+    assert reset and league.learners["league_exploiter-0"].parent_id == newest.agent_id
+    assert record.metadata["reset_to"] == newest.agent_id  # what the coordinator answers, also to a repeat

@@ -13,7 +13,7 @@ from envs import make_game
 from envs.gym import uniform_opponent
 from policies.exploitability import expected_returns, nash_conv_of_policy, nash_conv_uniform
 from policies.net import ActorCritic, PolicySpec, size_buckets, stacked_act, stacked_probs
-from policies.ppo import PPOConfig, compute_gae, make_optimizer, ppo_update, pull_magnet
+from policies.ppo import PPOConfig, compute_gae, make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr
 from policies.rollout import Rollout, collect_rollout
 from policies.snapshot import (
     learner_magnet_from_bytes,
@@ -289,10 +289,22 @@ def test_magnet_follows_the_policy_by_its_rate_and_is_checkpointed():
     assert learner_magnet_from_bytes(learner_state_to_bytes(model, None, {})) is None
 
 
-@pytest.mark.parametrize("key, value", [("magnet_coef", -0.1), ("magnet_rate", 1.5)])
-def test_magnet_settings_out_of_range_are_rejected(key, value):
+@pytest.mark.parametrize("key, value", [("magnet_coef", -0.1), ("magnet_rate", 1.5), ("lr_decay_steps", -1.0)])
+def test_magnet_and_schedule_settings_out_of_range_are_rejected(key, value):
     with pytest.raises(ValueError, match=key):
         PPOConfig(**{key: value})
+
+
+def test_learning_rate_decays_by_the_inverse_square_root_of_steps_and_is_constant_without_decay():
+    assert scheduled_lr(PPOConfig(lr=1e-3), 10**9) == 1e-3
+    cfg = PPOConfig(lr=1e-3, lr_decay_steps=1e6)
+    assert scheduled_lr(cfg, 0) == 1e-3
+    assert scheduled_lr(cfg, 3 * 10**6) == pytest.approx(5e-4)  # 1 / sqrt(1 + 3)
+    assert scheduled_lr(cfg, 99 * 10**6) == pytest.approx(1e-4)  # 1 / sqrt(1 + 99)
+    model = ActorCritic(PolicySpec(obs_size=3, num_actions=2, hidden=(4,)))
+    optimizer = make_optimizer(model, cfg)
+    set_lr(optimizer, scheduled_lr(cfg, 3 * 10**6))
+    assert [g["lr"] for g in optimizer.param_groups] == [pytest.approx(5e-4)]
 
 
 @pytest.mark.slow
