@@ -199,11 +199,15 @@ def check_configs(game: str, extra: Sequence[str]) -> tuple[str, dict, bool]:
     from envs import game_info
     from league.config import load_config
 
-    cfg = None
-    for side in SIDES:
-        cfg = load_config(config_path(game), run_overrides(side, minutes=1, storage="unused", seed=0, extra=extra))
-        if side == "selfplay" and cfg.roles.main_agent.count < 1:
-            raise ValueError(f"configs/{game}.yaml: self-play needs roles.main_agent.count >= 1")
+    cfgs = {side: load_config(config_path(game), run_overrides(side, minutes=1, storage="unused", seed=0, extra=extra))
+            for side in SIDES}
+    cfg = cfgs["selfplay"]
+    if cfg.roles.main_agent.count < 1:
+        raise ValueError(f"configs/{game}.yaml: self-play needs roles.main_agent.count >= 1")
+    if cfgs["league"] == cfg:
+        raise ValueError(f"configs/{game}.yaml already is self-play (no exploiters, the main agent plays itself): "
+                         "nothing to compare; give the league side roles with --set, e.g. "
+                         "--set roles.league_exploiter.count=1 (the self-play side keeps none)")
     info = game_info(cfg.game.name, **cfg.game.params)
     return cfg.game.name, dict(cfg.game.params), bool(info.supports_exact)
 

@@ -29,8 +29,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 # ----------------------------------------------------------- the two sides
 @pytest.mark.parametrize("game", bench.ALL_GAMES)
 def test_selfplay_side_is_the_shipped_config_with_only_the_roles_changed(game, tmp_path):
+    extra = ["rollout.lanes=1", "roles.league_exploiter.count=1"]  # a league side even where the config has none
     cfgs = {side: load_config(bench.config_path(game), bench.run_overrides(
-        side, minutes=0.5, storage=tmp_path / side, seed=2, extra=["rollout.lanes=1"])) for side in bench.SIDES}
+        side, minutes=0.5, storage=tmp_path / side, seed=2, extra=extra)) for side in bench.SIDES}
     league, selfplay = (dataclasses.asdict(cfgs[s]) for s in bench.SIDES)
     league_roles, selfplay_roles = league.pop("roles"), selfplay.pop("roles")
     for d in (league, selfplay):
@@ -43,6 +44,13 @@ def test_selfplay_side_is_the_shipped_config_with_only_the_roles_changed(game, t
     assert selfplay_roles["main_agent"] == main
     assert selfplay_roles["main_exploiter"]["count"] == 0 and selfplay_roles["league_exploiter"]["count"] == 0
     assert league_roles["main_exploiter"]["count"] + league_roles["league_exploiter"]["count"] > 0
+
+
+def test_a_config_that_already_is_self_play_is_refused_until_the_league_side_gets_roles():
+    # configs/leduc_poker.yaml ships the main agent alone, in self-play (docs/design.md)
+    with pytest.raises(ValueError, match="already is self-play"):
+        bench.check_configs("leduc_poker", [])
+    assert bench.check_configs("leduc_poker", ["roles.league_exploiter.count=1"])[0] == "leduc_poker"
 
 
 def test_runs_alternate_sides_seed_by_seed():
