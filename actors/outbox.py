@@ -106,6 +106,11 @@ class Outbox:
         pending = self.pending()
         if pending is None or pending[0] != seq:
             return  # acknowledged before (a retry of a message already booked)
+        if self.ledger.get("last_acked") == seq:
+            # booked by a life killed between writing the ledger and dropping the message
+            self.pending_path.unlink(missing_ok=True)
+            return
+        self.ledger["last_acked"] = seq
         self.ledger["batches"] += 1
         self.ledger["items"] += int(items)
         self.ledger["ids"].extend(ids or [])

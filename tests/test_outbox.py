@@ -29,6 +29,21 @@ def test_a_restarted_sender_never_reuses_a_sequence_number_and_resends_what_it_s
     assert (ledger["source"], ledger["items"], ledger["pending"]) == ("worker:w:0", 5, False)
 
 
+def test_a_sender_killed_between_booking_and_dropping_a_message_books_it_once(tmp_path):
+    box = Outbox(tmp_path, "worker:w:0")
+    seq = box.next_seq()
+    box.stage(seq, {"score": np.array([1.0, 0.0])})
+    staged = box.pending_path.read_bytes()
+    box.acked(seq, 2)
+    box.pending_path.write_bytes(staged)  # the kill fell after the ledger was written, before the drop
+
+    again = Outbox(tmp_path, "worker:w:0")
+    assert again.pending()[0] == seq  # re-sent (the coordinator answers a repeat as stored) ...
+    again.acked(seq, 2)
+    assert again.pending() is None and (again.items, again.ledger["batches"]) == (2, 1)  # ... booked once
+    assert again.next_seq() > seq
+
+
 def test_a_rejected_message_is_dropped_and_not_counted(tmp_path):
     box = Outbox(tmp_path, "evaluator:0")
     seq = box.next_seq()
