@@ -355,7 +355,10 @@ class LeagueCoordinatorImpl:
         return self.league.payoff_view()
 
     async def flush(self) -> dict[str, Any]:
-        """Final Nash solve; everything else is already committed."""
+        """Final Nash solve, and the payoff and Elo tables written out (so the next start has no
+        result batches to replay); everything else is already committed."""
+        async with self._store_order:
+            self.league.checkpoint()
         if self.league.pool_size():
             await self.solve_nash()
         return await self.status()

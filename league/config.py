@@ -148,6 +148,10 @@ class LeagueConfig:
     # coordinator remakes at most this often while results arrive, at once when the pool or the Nash
     # changes; workers ask for a newer one this often (docs/cluster.md)
     match_plan_seconds: float = 1.0
+    # the payoff and Elo tables are written to the store at most this often (and with every change
+    # to the pool); every result batch is stored before it is acknowledged, and a restart replays
+    # the batches after the last checkpoint (docs/cluster.md); 0: with every batch
+    payoff_checkpoint_seconds: float = 5.0
 
 
 @dataclass
@@ -320,6 +324,7 @@ class Config:
         _positive("league.nash_every_results", self.league.nash_every_results)
         _positive("league.elo_k", self.league.elo_k)
         _positive("league.match_plan_seconds", self.league.match_plan_seconds)
+        _nonneg("league.payoff_checkpoint_seconds", self.league.payoff_checkpoint_seconds)
         if not self.policy.hidden or any(h < 1 for h in self.policy.hidden):
             raise ConfigError("policy.hidden", f"must be a non-empty list of positive sizes, got {self.policy.hidden}")
         if self.policy.activation not in ("tanh", "relu"):

@@ -137,6 +137,10 @@ class League:
         # versions are unique across restarts (this life's token and a counter)
         self._plans: dict[str, tuple[tuple, float, MatchPlan]] = {}
         self._plan_life, self._plans_made = uuid.uuid4().hex[:8], 0
+        # payoff pairs and Elo ratings changed since the tables were last checkpointed in the store
+        self._dirty_pairs: dict[tuple[str, str], None] = {}
+        self._dirty_elo: set[str] = set()
+        self._checkpointed_at = time.monotonic()
         for learner_id, role in learner_ids(cfg).items():
             self.learners[learner_id] = LearnerState(learner_id, role)
         if store is not None:
@@ -144,6 +148,8 @@ class League:
         for learner_id in self.learners:
             self.payoff.add_agent(learner_id)
             self.elo.add(learner_id)
+        if store is not None:
+            self._replay(store)
 
     # -- restore ---------------------------------------------------------
     def _restore(self, store: LeagueStore) -> None:
@@ -175,8 +181,26 @@ class League:
             if agent_id in self.learners:
                 self.diversity.restore(agent_id, total, steps)
         self.pool_version = len(store.agents(include_removed=True))
-        log.info("league restored: %d agents, %d results, %d learners", len(self.pool), store.result_count(),
-                 len(self.learners))
+
+    def _replay(self, store: LeagueStore) -> None:
+        """Apply the result batches stored after the last checkpoint of the payoff and Elo tables, in
+        the order they were applied before. Only per-pair batches are ever left to replay (any other
+        checkpoints the tables, as does every change to the pool or to payoff rows), so the league
+        applied each of them to the pool and tables it has now: the replay gives exactly the
+        payoff and Elo that were in memory. Counters and behaviour were stored with each batch."""
+        replayed = 0
+        for rows in store.results_after(store.tables_through()):
+            if rows:
+                names: dict[str, int] = {}
+                a = np.array([names.setdefault(r["a"], len(names)) for r in rows], dtype=np.int64)
+                b = np.array([names.setdefault(r["b"], len(names)) for r in rows], dtype=np.int64)
+                column = lambda key, dtype: np.array([r[key] for r in rows], dtype=dtype)  # noqa: E731
+                self._apply_pair_counts(np.array(list(names), dtype=object), a, b, column("games", np.int64),
+                                        column("wins", np.int64), column("draws", np.int64),
+                                        column("score", np.float64))
+            replayed += 1
+        log.info("league restored: %d agents, %d results (%d batches replayed onto the tables), %d learners",
+                 len(self.pool), store.result_count(), replayed, len(self.learners))
 
     # -- matchmaking -------------------------------------------------------
     def view(self) -> LeagueView:
@@ -249,6 +273,7 @@ class League:
         seen: set[tuple[str, int]] = set()
         writes, changed, moved, behaviour = [], {}, set(), set()
         counted = {"games": 0.0, "env_steps": 0.0}
+        replayable = True
         for batch in batches:
             if not isinstance(batch, ResultBatch):
                 outcomes.append(ValueError(f"report_results takes a ResultBatch, got {type(batch).__name__}"))
@@ -258,6 +283,7 @@ class League:
                 outcomes.append(False)
                 continue
             seen.add(key)
+            replayable &= batch.per_pair
             c, m, b = self._apply_results(batch)
             changed.update(dict.fromkeys(c))
             moved |= m
@@ -268,11 +294,55 @@ class League:
             outcomes.append(True)
         if self.store is None or not writes:
             return outcomes, lambda: None
-        rows = self.payoff.rows(list(changed))
-        elo_rows = [(x, self.elo.ratings[x], self.elo.games[x]) for x in moved]
+        self._dirty_pairs.update(changed)
+        self._dirty_elo |= moved
         diversity_rows = [(x, *self.diversity.state(x)) for x in behaviour]
+        # The tables are checkpointed every league.payoff_checkpoint_seconds, and with any batch that
+        # a replay could not reproduce from its stored summary (one row a game: the order of a
+        # pair's games moves its decayed payoff and Elo).
+        if replayable and time.monotonic() - self._checkpointed_at < self.cfg.league.payoff_checkpoint_seconds:
+            tables = None
+        else:
+            tables = self._take_tables()
         store = self.store
-        return outcomes, lambda: store.record_results_many(writes, rows, elo_rows, counted, diversity_rows)
+
+        def write() -> None:
+            try:
+                store.record_results_many(writes, *(tables or (None, None)), counted, diversity_rows)
+            except BaseException:
+                self._untake_tables(tables)
+                raise
+
+        return outcomes, write
+
+    def _take_tables(self) -> tuple[list, list]:
+        """The payoff and Elo rows changed since the last checkpoint (now forgotten as changed; give
+        them back with ``_untake_tables`` if they could not be written)."""
+        pairs = {(min(a, b), max(a, b)) for a, b in self._dirty_pairs if a in self.payoff and b in self.payoff}
+        elo = [x for x in self._dirty_elo if x in self.elo.ratings]
+        self._dirty_pairs, self._dirty_elo = {}, set()
+        self._checkpointed_at = time.monotonic()
+        return self.payoff.rows(sorted(pairs)), [(x, self.elo.ratings[x], self.elo.games[x]) for x in sorted(elo)]
+
+    def _untake_tables(self, tables: tuple[list, list] | None) -> None:
+        if tables is not None:
+            self._dirty_pairs.update(dict.fromkeys((a, b) for a, b, *_ in tables[0]))
+            self._dirty_elo.update(x for x, *_ in tables[1])
+
+    def _with_tables(self, write: Callable[[tuple[list, list]], Any]) -> Any:
+        """``write(tables)``: a change to the store that also checkpoints the payoff and Elo tables."""
+        tables = self._take_tables()
+        try:
+            return write(tables)
+        except BaseException:
+            self._untake_tables(tables)
+            raise
+
+    def checkpoint(self) -> None:
+        """Write the payoff and Elo rows changed since the last checkpoint now (e.g. at shutdown,
+        so that the next start replays nothing)."""
+        if self.store is not None:
+            self._with_tables(lambda tables: self.store.write_tables(*tables))
 
     def _apply_results(self, batch: ResultBatch) -> tuple[list, set, set]:
         """One batch into payoff, Elo, counters and diversity (memory only): the pairs, ratings and
@@ -307,9 +377,18 @@ class League:
         Elo treat a pair's games as exchangeable (``PayoffTable.record_counts``,
         ``EloTable.update_pairs``): with one game per pair both equal the game-by-game update."""
         a, b, games, wins, draws, score = batch.pair_counts()
-        names = np.array(batch.agents, dtype=object)
-        is_learner = np.array([x in self.learners for x in batch.agents], dtype=bool)
-        known = is_learner | np.array([x in self.pool for x in batch.agents], dtype=bool)
+        changed, moved = self._apply_pair_counts(np.array(batch.agents, dtype=object), a, b, games, wins, draws, score)
+        for key, value in (("games", float(len(batch))), ("env_steps", float(batch.env_steps))):
+            self.counters[key] = self.counters.get(key, 0.0) + value
+        return changed, moved, self._apply_behaviour(batch)
+
+    def _apply_pair_counts(self, names: np.ndarray, a: np.ndarray, b: np.ndarray, games: np.ndarray,
+                           wins: np.ndarray, draws: np.ndarray, score: np.ndarray) -> tuple[list, set]:
+        """Payoff and Elo of pairs ``names[a[k]]`` vs ``names[b[k]]`` (``games[k]`` games, ``wins``,
+        ``draws``, ``score`` sum), as a batch's summary lists them: a batch when it arrives, and the
+        same rows when a restart replays it. Returns the pairs and ratings it changed."""
+        is_learner = np.array([x in self.learners for x in names], dtype=bool)
+        known = is_learner | np.array([x in self.pool for x in names], dtype=bool)
         counted_pair = (names[a] != names[b]) & known[a] & known[b] if len(a) else np.zeros(0, dtype=bool)
         live = counted_pair & (is_learner[a] | is_learner[b]) if len(a) else counted_pair
         frozen = counted_pair & ~live
@@ -324,10 +403,8 @@ class League:
         rated = np.concatenate([np.flatnonzero(live), np.flatnonzero(frozen)])
         moved = self.elo.update_pairs(names[a[rated]].tolist(), names[b[rated]].tolist(), games[rated].tolist(),
                                       score[rated].tolist())
-        for key, value in (("games", float(len(batch))), ("env_steps", float(batch.env_steps))):
-            self.counters[key] = self.counters.get(key, 0.0) + value
         self.results_since_solve += int(games[frozen].sum())
-        return changed, moved, self._apply_behaviour(batch)
+        return changed, moved
 
     def _apply_behaviour(self, batch: ResultBatch) -> set:
         behaviour = []
@@ -338,11 +415,6 @@ class League:
                     self.diversity.update(learner_id, TrajectoryBatch(actions=actions, num_actions=len(counts)))
                     behaviour.append(learner_id)
         return set(behaviour)
-
-    def _payoff_row(self, a: str, b: str) -> tuple[str, str, float, float, float]:
-        """A pair's counts in the store's one orientation (a < b)."""
-        a, b = min(a, b), max(a, b)
-        return (a, b, *self.payoff.counts(a, b))
 
     def record_exact(self, a: str, b: str, score: float, weight: float = 1e6) -> None:
         """Set a frozen pair's payoff to an exactly computed expected score."""
@@ -359,9 +431,11 @@ class League:
                 kept.append((a, b, float(score)))
         for a, b, score in kept:
             self.payoff.set_counts(a, b, weight * score, 0.0, weight * (1.0 - score))
+            self._dirty_pairs[(a, b)] = None
         self.results_since_solve += len(kept)
         if self.store is not None and kept:
-            self.store.set_payoff_rows([self._payoff_row(a, b) for a, b, _ in kept])
+            # a checkpoint: batches stored before this were applied before these counts were set
+            self._with_tables(lambda tables: self.store.write_tables(*tables))
         return len(kept)
 
     # -- learners: progress, snapshots, resets -----------------------------------
@@ -414,21 +488,25 @@ class League:
         meta["reset"] = reset
         if reset and st.parent_id is not None:
             meta["reset_to"] = st.parent_id  # the snapshot the learner restarts from (a repeat gets the same)
-        if self.store is not None:
-            self.store.add_agent(record, blob, evicted=[r.agent_id for r in evicted],
-                                 clear_payoff=[learner_id] if reset else [])
-            self.store.save_learner(learner_id, st.role.value, st.version, st.step, None, st.info())
-            if reset:
-                self.store.add_event("reset", {"learner_id": learner_id, "after": record.agent_id})
         self.payoff.add_agent(record.agent_id)
         # The snapshot is its learner at this moment: it inherits the learner's Elo.
         self.elo.add(record.agent_id, self.elo.rating(learner_id))
+        self._dirty_elo.add(record.agent_id)
         for r in evicted:
             self.payoff.remove_agent(r.agent_id)
             self.elo.remove(r.agent_id)
         if reset:
             self.payoff.remove_agent(learner_id)
             self.payoff.add_agent(learner_id)
+        if self.store is not None:
+            # a checkpoint of the tables with the pool's change: every batch replayed after it was
+            # applied to this pool
+            self._with_tables(lambda tables: self.store.add_agent(
+                record, blob, evicted=[r.agent_id for r in evicted], clear_payoff=[learner_id] if reset else [],
+                tables=tables))
+            self.store.save_learner(learner_id, st.role.value, st.version, st.step, None, st.info())
+            if reset:
+                self.store.add_event("reset", {"learner_id": learner_id, "after": record.agent_id})
         self.pool_version += 1
         return record, reset
 
@@ -448,10 +526,15 @@ class League:
                              metadata=dict(metadata or {}, seeded=True))
         self.pool.insert(record)
         evicted = self.pool.evict()
-        if self.store is not None:
-            self.store.add_agent(record, blob, evicted=[r.agent_id for r in evicted])
         self.payoff.add_agent(agent_id)
         self.elo.add(agent_id)
+        self._dirty_elo.add(agent_id)
+        for r in evicted:
+            self.payoff.remove_agent(r.agent_id)
+            self.elo.remove(r.agent_id)
+        if self.store is not None:
+            self._with_tables(lambda tables: self.store.add_agent(record, blob, evicted=[r.agent_id for r in evicted],
+                                                                  tables=tables))
         self.pool_version += 1
         return record
 

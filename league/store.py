@@ -6,6 +6,12 @@ history, Elo, learner checkpoints and events live in ``RUN_DIR/league.db``
 caller acknowledges a change only after ``commit`` returned, so a process
 killed at any moment leaves every acknowledged change on disk.
 
+The payoff and Elo tables are checkpoints, not rewritten with every result
+batch: meta ``tables_through`` is the id of the last stored batch they include.
+Every batch is stored (as its per-pair summary) before it is acknowledged, and
+opening a league replays the batches after ``tables_through`` onto the tables
+(``League``), which gives the league that was in memory exactly.
+
 A file that is not a nash-league store (wrong SQLite application id, or not
 SQLite at all) or that has another schema version raises ``StoreError``.
 """
@@ -22,6 +28,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from league.pool import AgentRecord, AgentType
+
+# a checkpoint of the payoff and Elo tables: (payoff rows, Elo rows), see ``LeagueStore.write_tables``
+Tables = tuple[list[tuple[str, str, float, float, float]], list[tuple[str, float, int]]]
 
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x4E4C4731  # "NLG1": marks the file as ours
@@ -109,6 +118,12 @@ class LeagueStore:
         # Added after schema version 1 shipped; additive, so older files gain it on open.
         db.execute("CREATE TABLE IF NOT EXISTS diversity (agent_id TEXT PRIMARY KEY, embedding_sum TEXT NOT NULL, "
                    "steps INTEGER NOT NULL)")
+        # A file written before the tables were checkpointed rewrote them with every batch: they
+        # include every stored batch.
+        if self.get_meta("tables_through") is None:
+            with self.transaction():
+                db.execute("INSERT OR IGNORE INTO meta SELECT 'tables_through', CAST(coalesce(max(id), 0) AS TEXT) "
+                           "FROM results")
 
     def close(self) -> None:
         with self._lock:
@@ -150,9 +165,10 @@ class LeagueStore:
 
     # -- agents and snapshots ------------------------------------------------
     def add_agent(self, record: AgentRecord, blob: bytes | None, evicted: Iterable[str] = (),
-                  clear_payoff: Iterable[str] = ()) -> None:
-        """Insert a snapshot (record + weights), mark evicted agents removed and
-        forget the payoff rows of ``clear_payoff`` (a learner that resets), atomically."""
+                  clear_payoff: Iterable[str] = (), tables: Tables | None = None) -> None:
+        """Insert a snapshot (record + weights), mark evicted agents removed, checkpoint the payoff
+        and Elo ``tables`` (``write_tables``) and forget the payoff rows of ``clear_payoff`` (a
+        learner that resets), atomically."""
         with self.transaction() as db:
             seq = db.execute("SELECT coalesce(max(seq), 0) + 1 FROM agents").fetchone()[0]
             db.execute(
@@ -166,6 +182,8 @@ class LeagueStore:
                                          "agent_type": record.agent_type.value, "parent_id": record.parent_id,
                                          "step": record.step})
             self._remove(db, evicted)
+            if tables is not None:
+                self._write_tables(db, *tables)
             for agent_id in clear_payoff:
                 db.execute("DELETE FROM payoff WHERE a = ? OR b = ?", (agent_id, agent_id))
 
@@ -208,13 +226,13 @@ class LeagueStore:
         source: str,
         seq: int,
         results: list[dict[str, Any]],
-        payoff_rows: Iterable[tuple[str, str, float, float, float]],
-        elo_rows: Iterable[tuple[str, float, int]],
+        payoff_rows: Iterable[tuple[str, str, float, float, float]] | None,
+        elo_rows: Iterable[tuple[str, float, int]] | None,
         counters: dict[str, float],
         diversity_rows: Iterable[tuple[str, Sequence[float], int]] = (),
     ) -> bool:
-        """Store a result batch with everything it changed (payoff, Elo, counters,
-        the learners' behaviour embeddings), in one transaction.
+        """Store a result batch with what it changed (counters, the learners' behaviour embeddings,
+        and a checkpoint of the payoff and Elo rows unless they are None), in one transaction.
 
         Idempotent per (source, seq): a batch retried after a crash is stored
         once; returns False when it was already there.
@@ -224,13 +242,19 @@ class LeagueStore:
     def record_results_many(
         self,
         batches: Sequence[tuple[str, int, list[dict[str, Any]]]],
-        payoff_rows: Iterable[tuple[str, str, float, float, float]],
-        elo_rows: Iterable[tuple[str, float, int]],
+        payoff_rows: Iterable[tuple[str, str, float, float, float]] | None,
+        elo_rows: Iterable[tuple[str, float, int]] | None,
         counters: dict[str, float],
         diversity_rows: Iterable[tuple[str, Sequence[float], int]] = (),
     ) -> int:
-        """Several result batches and everything they changed, in one transaction (one fsync: group
-        commit). Returns how many batches were new; nothing is written when none was."""
+        """Several result batches and what they changed, in one transaction (one fsync: group
+        commit). Returns how many batches were new; nothing is written when none was.
+
+        ``payoff_rows`` and ``elo_rows``: every row changed since the last checkpoint, these
+        batches included (``write_tables``); None for both leaves the tables as they are, and the
+        league replays these batches when it is opened."""
+        if (payoff_rows is None) != (elo_rows is None):
+            raise ValueError("record_results: payoff_rows and elo_rows are a checkpoint together (both or neither)")
         with self.transaction() as db:
             now, new = time.time(), 0
             for source, seq, results in batches:
@@ -243,8 +267,8 @@ class LeagueStore:
                 new += 1
             if not new:
                 return 0
-            db.executemany("INSERT OR REPLACE INTO payoff VALUES (?,?,?,?,?)", payoff_rows)
-            db.executemany("INSERT OR REPLACE INTO elo VALUES (?,?,?)", elo_rows)
+            if payoff_rows is not None:
+                self._write_tables(db, payoff_rows, elo_rows)
             for name, delta in counters.items():
                 db.execute("INSERT INTO counters VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + ?",
                            (name, delta, delta))
@@ -252,15 +276,36 @@ class LeagueStore:
                            [(a, json.dumps([float(x) for x in total]), int(steps)) for a, total, steps in diversity_rows])
             return new
 
+    @staticmethod
+    def _write_tables(db: sqlite3.Connection, payoff_rows: Iterable[tuple[str, str, float, float, float]],
+                      elo_rows: Iterable[tuple[str, float, int]]) -> None:
+        db.executemany("INSERT OR REPLACE INTO payoff VALUES (?,?,?,?,?)", payoff_rows)
+        db.executemany("INSERT OR REPLACE INTO elo VALUES (?,?,?)", elo_rows)
+        db.execute("INSERT OR REPLACE INTO meta SELECT 'tables_through', CAST(coalesce(max(id), 0) AS TEXT) "
+                   "FROM results")
+
+    def write_tables(self, payoff_rows: Iterable[tuple[str, str, float, float, float]],
+                     elo_rows: Iterable[tuple[str, float, int]]) -> None:
+        """Checkpoint the payoff and Elo tables: ``payoff_rows`` (a, b, wins, draws, losses; a < b)
+        and ``elo_rows`` (agent, rating, games) must be every row changed since the last checkpoint;
+        afterwards the tables include every stored result batch."""
+        with self.transaction() as db:
+            self._write_tables(db, payoff_rows, elo_rows)
+
+    def tables_through(self) -> int:
+        """The id of the last stored result batch that the payoff and Elo tables include."""
+        return int(self.get_meta("tables_through", 0))
+
+    def results_after(self, batch_id: int) -> Iterator[list[dict[str, Any]]]:
+        """The summaries of the stored result batches after ``batch_id`` (``tables_through``), in the
+        order they were stored: what a league replays onto its checkpointed tables."""
+        for (payload,) in self._query("SELECT payload FROM results WHERE id > ? ORDER BY id", (int(batch_id),)):
+            yield json.loads(payload)
+
     def diversity_rows(self) -> list[tuple[str, list[float], int]]:
         """Per agent: the running sum of behaviour embeddings and the steps behind it."""
         return [(a, json.loads(total), steps)
                 for a, total, steps in self._query("SELECT agent_id, embedding_sum, steps FROM diversity")]
-
-    def set_payoff_rows(self, rows: Iterable[tuple[str, str, float, float, float]]) -> None:
-        """Overwrite pairs' counts (exactly computed payoffs), in one transaction."""
-        with self.transaction() as db:
-            db.executemany("INSERT OR REPLACE INTO payoff VALUES (?,?,?,?,?)", rows)
 
     def payoff_rows(self) -> list[tuple[str, str, float, float, float]]:
         """Decayed counts from ``a``'s side; each unordered pair once (a < b)."""

@@ -3,7 +3,12 @@ games, counted exactly; the same league state as game by game wherever the order
 matter, and the documented exchangeable-games answer where it can (decayed payoff, Elo)."""
 
 import itertools
+import os
 import re
+import signal
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -17,10 +22,12 @@ from league.payoff import PayoffTable
 from league.store import LeagueStore
 
 
-def league_with_pool(path, decay=None):
+def league_with_pool(path, decay=None, checkpoint_seconds=None):
     overrides = [f"run.storage={path}", "roles.league_exploiter.count=1"]
     if decay is not None:
         overrides.append(f"league.payoff_decay={decay}")
+    if checkpoint_seconds is not None:
+        overrides.append(f"league.payoff_checkpoint_seconds={checkpoint_seconds}")
     league = League(load_config(None, overrides), LeagueStore(path))
     frozen = [league.add_snapshot("main_agent-0", b"w", step=10 * (i + 1))[0].agent_id for i in range(3)]
     return league, frozen
@@ -172,3 +179,120 @@ def test_a_workers_report_is_its_games_per_opponent():
     assert report.per_pair and len(report) == 300 and report.env_steps == 900
     key = lambda r: (r["a"], r["b"])
     assert sorted(summarize(report), key=key) == sorted(summarize(games), key=key)
+
+
+def assert_same_league(got, want):
+    """Exactly (==) the same payoff, Elo, counters and pool: what a restart must give back."""
+    ids = [*want.learners, *want.pool.ids()]
+    assert [*got.learners, *got.pool.ids()] == ids
+    for x in ids:
+        assert (got.elo.rating(x), got.elo.games.get(x)) == (want.elo.rating(x), want.elo.games.get(x)), x
+        for y in ids:
+            if x != y:
+                assert got.payoff.counts(x, y) == want.payoff.counts(x, y), (x, y)
+    assert got.counters == want.counters
+
+
+def test_a_restart_replays_the_batches_after_the_last_checkpoint_exactly(tmp_path):
+    """Tables are checkpointed on a timer (never, here), with every change to the pool or to payoff
+    rows, and with a batch of one row a game; a league reopened without a final checkpoint replays
+    the per-pair batches stored after the last one and is exactly the league that was in memory."""
+    rng = np.random.default_rng(7)
+    league, frozen = league_with_pool(tmp_path, checkpoint_seconds=3600)
+    store = league.store
+    seq = 0
+
+    def report(n, per_pair=True):
+        nonlocal seq
+        agents = (*league.learners, *league.pool.ids())
+        for _ in range(n):
+            seq += 1
+            batch = random_batch(agents, rng, 400, seq)
+            assert league.report_results(batch.aggregated() if per_pair else batch)
+
+    report(3)
+    assert store.tables_through() == 0  # 3 batches to replay
+    assert league.record_exact_many([(frozen[0], frozen[1], 0.75)]) == 1
+    assert store.tables_through() == 3
+    report(2)
+    report(1, per_pair=False)  # its order of games cannot be replayed from its summary: checkpointed
+    assert store.tables_through() == 6
+    report(2)
+    record, reset = league.add_snapshot("main_exploiter-0", b"w", step=50)  # always resets
+    assert reset and store.tables_through() == 8
+    report(3)  # the new snapshot among the opponents
+    assert store.tables_through() == 8 and store.result_count() == 11 * 400
+    assert_same_league(League(league.cfg, LeagueStore(tmp_path)), league)
+    assert league.payoff.games("main_exploiter-0", record.agent_id) > 0  # the reset learner played again
+    league.checkpoint()  # as at shutdown: nothing left to replay
+    assert store.tables_through() == 11
+    assert_same_league(League(league.cfg, LeagueStore(tmp_path)), league)
+
+
+REPORTER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from league.config import load_config
+    from league.league import League
+    from league.messages import ResultBatch
+    from league.store import LeagueStore
+
+    def open_league(path, store=True):
+        cfg = load_config(None, [f"run.storage={path}", "roles.league_exploiter.count=1",
+                                 "league.payoff_checkpoint_seconds=0.05"])
+        league = League(cfg, LeagueStore(path) if store else None)
+        if not league.pool_size():
+            for i in range(3):
+                league.add_snapshot("main_agent-0", b"w", step=10 * (i + 1))
+        return league
+
+    def batch(league, seq):
+        rng = np.random.default_rng(seq)
+        agents = (*league.learners, *league.pool.ids())
+        a = rng.integers(0, len(agents), 300)
+        b = (a + 1 + rng.integers(0, len(agents) - 1, 300)) % len(agents)
+        return ResultBatch(f"w", seq, agents, a, b, rng.integers(0, 3, 300) / 2.0).aggregated()
+
+    if __name__ == "__main__":
+        league, start = open_league(sys.argv[1]), int(sys.argv[2])
+        for seq in range(start, start + 100000):
+            league.report_results(batch(league, seq))
+            print(seq, flush=True)
+""")
+
+
+def test_a_killed_league_reopens_to_the_league_of_its_stored_batches(tmp_path):
+    """SIGKILL at any moment (mid-batch, mid-checkpoint), then reopen and go on: the league is
+    exactly the one that applying every stored batch once, in order, gives; every acknowledged
+    batch is stored once."""
+    script = tmp_path / "reporter.py"
+    script.write_text(REPORTER)
+    rng = np.random.default_rng(8)
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    acked, start, replays = [], 1, []
+    for _ in range(4):
+        proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "run"), str(start)],
+                                stdout=subprocess.PIPE, text=True, env=env)
+        for _ in range(int(rng.integers(20, 80))):  # a number of acknowledgements, not a time
+            line = proc.stdout.readline()
+            if not line:
+                break
+            acked.append(int(line))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        acked += [int(x) for x in proc.stdout.read().split()]
+        start = max(acked) + 1
+        with LeagueStore(tmp_path / "run") as store:  # batches the next start replays
+            replays.append((store.tables_through(), len(list(store.results_after(store.tables_through())))))
+    namespace: dict = {}
+    exec(REPORTER, namespace)
+    reopened = namespace["open_league"](tmp_path / "run")
+    stored = [seq for (seq,) in reopened.store._query("SELECT seq FROM results ORDER BY id")]
+    assert stored == list(range(1, len(stored) + 1)) and set(acked) <= set(stored)
+    # checkpoints came between kills, and restarts had batches to replay
+    assert max(through for through, _ in replays) > 0 and max(n for _, n in replays) > 0
+    reference = namespace["open_league"](tmp_path / "reference", store=False)
+    for seq in stored:
+        reference.report_results(namespace["batch"](reference, seq))
+    assert_same_league(reopened, reference)
+    assert reopened.store.result_count() == 300 * len(stored)

@@ -39,6 +39,28 @@ def test_roundtrip_of_every_table(tmp_path):
         assert s.measurements("nash_conv")[0]["value"] == 0.5
 
 
+def test_tables_through_names_the_batches_a_restart_replays(tmp_path):
+    with LeagueStore(tmp_path) as s:
+        assert s.tables_through() == 0
+        rows = lambda i: [{"a": "main", "b": "x", "games": i, "score": 1.0, "wins": 1, "draws": 0,  # noqa: E731
+                           "losses": i - 1}]
+        assert s.record_results("w", 1, rows(2), [("main", "x", 1.0, 0.0, 1.0)], [("main", 1001.0, 2)], {"games": 2})
+        assert s.tables_through() == 1  # rows given: a checkpoint that includes batch 1
+        for seq in (2, 3):  # no rows: the tables stay as they were, and these are replayed
+            assert s.record_results("w", seq, rows(seq), None, None, {"games": seq})
+        assert s.tables_through() == 1 and list(s.results_after(1)) == [rows(2), rows(3)]
+        assert s.payoff_rows() == [("main", "x", 1.0, 0.0, 1.0)] and s.counters() == {"games": 7.0}
+        with pytest.raises(ValueError, match="both or neither"):
+            s.record_results("w", 4, rows(4), [], None, {})
+        s.write_tables([("main", "x", 2.0, 0.0, 5.0)], [("main", 1002.0, 7)])
+        assert s.tables_through() == 3 and list(s.results_after(3)) == []
+        assert s.payoff_rows() == [("main", "x", 2.0, 0.0, 5.0)] and s.elo_rows() == [("main", 1002.0, 7)]
+        s.record_results("w", 4, rows(4), None, None, {"games": 4})
+        s._db.execute("DELETE FROM meta WHERE key = 'tables_through'")  # a file from before checkpoints
+    with LeagueStore(tmp_path) as s:  # rewrote its tables with every batch: nothing to replay
+        assert s.tables_through() == 4
+
+
 def test_foreign_and_corrupt_files_give_clear_errors(tmp_path):
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(os.urandom(4096))
