@@ -16,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import ray
 
 from league.config import Config
@@ -24,7 +25,7 @@ from league.matchmaking import MatchPlan
 from league.messages import (Checkpoint, ExactScores, MatchAssignments, NashView, ProgressDecision, ResultBatch,
                              SnapshotReply)
 from league.store import LeagueStore
-from monitoring.metrics import LeagueMetrics, result_label
+from monitoring.metrics import LeagueMetrics
 
 log = logging.getLogger(__name__)
 
@@ -208,21 +209,21 @@ class LeagueCoordinatorImpl:
     def _count(self, batch: ResultBatch) -> None:
         # games are labelled by the role of the learner that played them; frozen-vs-frozen
         # games (evaluators) are labelled "evaluator", as the dashboards expect
+        if not len(batch):
+            return
         roles = [self.league.learner_role(x) or "evaluator" for x in batch.agents]
-        counts: dict[tuple[str, str], int] = {}
+        labels = sorted(set(roles))
+        row_role = np.array([labels.index(r) for r in roles], dtype=np.int64)[batch.a]
         if batch.per_pair:  # counts per pair: as many games of each result as they say
-            for i, g, w, d in zip(batch.a.tolist(), batch.games.tolist(), batch.wins.tolist(), batch.draws.tolist()):
-                for result, n in (("win", w), ("draw", d), ("loss", g - w - d)):
-                    if n:
-                        counts[(roles[i], result)] = counts.get((roles[i], result), 0) + n
+            games, wins, draws = batch.games, batch.wins, batch.draws
         else:
-            for i, score in zip(batch.a.tolist(), batch.score.tolist()):
-                key = (roles[i], result_label(score))
-                counts[key] = counts.get(key, 0) + 1
-        for (role, result), n in counts.items():
-            self.metrics.inc("games", n, role=role, result=result)
-        if len(batch):
-            self.metrics.inc("env_steps", batch.env_steps, role=roles[int(batch.a[0])])
+            games, wins, draws = np.ones(len(batch.a)), batch.score > 0.5, batch.score == 0.5
+        count = lambda x: np.bincount(row_role, weights=x, minlength=len(labels)).tolist()  # noqa: E731
+        won, drawn, played = count(wins), count(draws), count(games)
+        for role, w, d, g in zip(labels, won, drawn, played):
+            for result, n in (("win", w), ("draw", d), ("loss", g - w - d)):
+                self.metrics.inc("games", n, role=role, result=result)
+        self.metrics.inc("env_steps", batch.env_steps, role=roles[int(batch.a[0])])
 
     def _export_state(self) -> None:
         """Gauges that describe the league now (after a Nash solve or a snapshot)."""

@@ -95,13 +95,30 @@ class Report:
         return batch
 
 
+class RunQueue:
+    """Nanoseconds the calling thread has waited for a CPU while runnable (Linux schedstat), so a
+    latency can be split into the OS scheduler's share and the rest; 0 where not available."""
+
+    def __init__(self):
+        try:
+            self.fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:
+            self.fd = None
+
+    def waited_ns(self) -> int:
+        return 0 if self.fd is None else int(os.pread(self.fd, 64, 0).split()[1])
+
+
 def summary(results: int, seconds: float, latencies_s: list[float], report_s: list[float],
-            plan_s: list[float]) -> dict:
+            plan_s: list[float], queued_s: list[float] | None = None) -> dict:
     ms = lambda xs, q: round(float(np.percentile(np.asarray(xs) * 1000.0, q)), 3) if len(xs) else None
-    return {"results_per_s": round(results / seconds), "next_matches_p50_ms": ms(latencies_s, 50),
-            "next_matches_p99_ms": ms(latencies_s, 99), "calls": int(len(latencies_s)),
-            "report_results_p50_ms": ms(report_s, 50), "report_results_p99_ms": ms(report_s, 99),
-            "reports": len(report_s), "match_plan_p99_ms": ms(plan_s, 99)}
+    out = {"results_per_s": round(results / seconds), "next_matches_p50_ms": ms(latencies_s, 50),
+           "next_matches_p99_ms": ms(latencies_s, 99), "calls": int(len(latencies_s)),
+           "report_results_p50_ms": ms(report_s, 50), "report_results_p99_ms": ms(report_s, 99),
+           "reports": len(report_s), "match_plan_p99_ms": ms(plan_s, 99)}
+    if queued_s:  # the same wait less the time the client's thread was runnable but not on a CPU
+        out["next_matches_p99_off_runqueue_ms"] = ms(np.asarray(latencies_s) - np.asarray(queued_s), 99)
+    return out
 
 
 def inprocess(storage: str, seconds: float, matches: int, batch_games: int) -> dict:
@@ -172,15 +189,16 @@ def make_client():
             rng = generator(0, "bench", source)
             lid = self.learners[k % len(self.learners)]
             sampler = MatchSampler(lid, generator(0, "bench", source, "matches"), self.refresh_seconds)
-            report, seq = Report(), 0
+            report, seq, runq = Report(), 0, RunQueue()
             t0 = time.perf_counter()
             sampler.update(await self.coordinator.match_plan.remote(lid, None))  # the first: nothing to draw before
             out["first_plan"].append(time.perf_counter() - t0)
             follow = asyncio.ensure_future(self._follow(sampler, until, out))
             while time.time() < until:
-                t0 = time.perf_counter()
+                q0, t0 = runq.waited_ns(), time.perf_counter()
                 got = sampler.draw(self.matches)
                 out["lat"].append(time.perf_counter() - t0)
+                out["queued"].append((runq.waited_ns() - q0) / 1e9)
                 report.add(got, rng)
                 if report.n >= self.batch_games:
                     seq += 1
@@ -196,7 +214,7 @@ def make_client():
         async def run(self, tag: str, loops: int, start_at: float, seconds: float) -> dict:
             """``loops`` simulated rollout workers in this process."""
             await asyncio.sleep(max(0.0, start_at - time.time()))
-            out = {"lat": [], "report": [], "first_plan": [], "plans": 0, "results": 0}
+            out = {"lat": [], "queued": [], "report": [], "first_plan": [], "plans": 0, "results": 0}
             await asyncio.gather(*(self._loop(f"{self.name}:{tag}:{k}", k, start_at + seconds, out)
                                    for k in range(loops)))
             return out
@@ -205,6 +223,21 @@ def make_client():
             return True
 
     return Client
+
+
+def ping_coordinator(coordinator, start_at: float, seconds: float, every: float = 0.02) -> list[float]:
+    """Round trips of the coordinator's cheapest call (``ping``) from the driver every ``every`` s
+    during the measure: how long any request waits for the coordinator's event loop under load."""
+    import ray
+
+    time.sleep(max(0.0, start_at - time.time()))
+    out = []
+    while time.time() < start_at + seconds:
+        t0 = time.perf_counter()
+        ray.get(coordinator.ping.remote())
+        out.append(time.perf_counter() - t0)
+        time.sleep(every)
+    return out
 
 
 def with_ray(storage: str, counts: list[int], seconds: float, matches: int, batch_games: int, max_actors: int) -> dict:
@@ -229,11 +262,16 @@ def with_ray(storage: str, counts: list[int], seconds: float, matches: int, batc
                                              cfg.league.match_plan_seconds))
             ray.get([c.ready.remote() for c in clients[:actors]])
             start_at = time.time() + 1.0
-            parts = ray.get([c.run.remote(f"n{n}", n // actors + (i < n % actors), start_at, seconds)
-                             for i, c in enumerate(clients[:actors])])
+            print(f"bench.coordinator: {n} clients: measuring for {seconds} s", file=sys.stderr, flush=True)
+            runs = [c.run.remote(f"n{n}", n // actors + (i < n % actors), start_at, seconds)
+                    for i, c in enumerate(clients[:actors])]
+            pings = ping_coordinator(coordinator, start_at, seconds)
+            parts = ray.get(runs)
             cat = lambda key: [x for p in parts for x in p[key]]
             out[str(n)] = {**summary(sum(p["results"] for p in parts), seconds, cat("lat"), cat("report"),
-                                     cat("first_plan")),
+                                     cat("first_plan"), cat("queued")),
+                           "coordinator_ping_p50_ms": round(float(np.percentile(pings, 50)) * 1000.0, 3),
+                           "coordinator_ping_p99_ms": round(float(np.percentile(pings, 99)) * 1000.0, 3),
                            "plans_received": sum(p["plans"] for p in parts), "actors": actors}
             print(f"bench.coordinator: {n} clients: {out[str(n)]}", file=sys.stderr, flush=True)
         return out

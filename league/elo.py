@@ -86,18 +86,24 @@ class EloTable:
         sequential updates do, where a single update of K (s - E) n would overshoot without bound."""
         if not (len(a_ids) == len(b_ids) == len(games) == len(scores)):
             raise ValueError("Elo pairs: ids, games and scores must have the same length")
-        ratings, anchors, k = self.ratings, self.anchors, self.k
-        slope = math.log(10.0) / 400.0
-        played: dict[str, int] = {}
-        for a, b, n, total in zip(a_ids, b_ids, games, scores):
-            n, total = int(n), float(total)
+        counts = [int(n) for n in games]
+        totals = [float(t) for t in scores]
+        for n, total in zip(counts, totals):
             if n < 1 or not (0.0 <= total <= n):
                 raise ValueError(f"Elo pairs: need games >= 1 and 0 <= score sum <= games, got {n} and {total}")
-            for x in (a, b):
-                if x not in ratings:
-                    self.add(x)
-                played[x] = played.get(x, 0) + n
-            movers = (a not in anchors) + (b not in anchors)
+        ratings, anchors, k = self.ratings, self.anchors, self.k
+        for x in {*a_ids, *b_ids}:
+            if x not in ratings:
+                self.add(x)
+        # A coordinator rates ~1,000 pairs a report: the loop keeps to local names and float math.
+        slope = math.log(10.0) / 400.0
+        played: dict[str, int] = {}
+        get = played.get
+        for a, b, n, total in zip(a_ids, b_ids, counts, totals):
+            played[a] = get(a, 0) + n
+            played[b] = get(b, 0) + n
+            a_moves, b_moves = a not in anchors, b not in anchors
+            movers = a_moves + b_moves
             if a == b or not movers:
                 continue
             ra, rb = ratings[a], ratings[b]
@@ -109,10 +115,11 @@ class EloTable:
                 ch = movers * k * e * (1.0 - e) * slope
                 gap = movers * k * n * g if ch < 1e-12 else (g / (ch / (movers * k))) * (1.0 - (1.0 - ch) ** n)
             share = gap / movers
-            if a not in anchors:
+            if a_moves:
                 ratings[a] = ra + share
-            if b not in anchors:
+            if b_moves:
                 ratings[b] = rb - share
+        games_of = self.games
         for x, n in played.items():
-            self.games[x] += n
+            games_of[x] += n
         return {x for x in played if x not in anchors}
