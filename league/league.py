@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Generator, Sequence
 
 import numpy as np
 
@@ -78,28 +78,14 @@ class NashState:
         return {a: w for a, w in zip(self.ids, self.weights) if w > eps}
 
 
-def summarize(batch: ResultBatch) -> list[dict[str, Any]]:
-    """A result batch as one row per ordered pair (games, total score, wins, draws,
-    losses): what the store keeps of a batch. A league plays thousands of games a
-    second; one row per game would grow the file by gigabytes a day."""
-    if not len(batch):
-        return []
-    if batch.per_pair:
-        a, b, games, wins, draws, score = batch.pair_counts()
-        names = batch.agents
-        return [{"a": names[i], "b": names[j], "games": g, "score": sc, "wins": w, "draws": d, "losses": g - w - d}
-                for i, j, g, sc, w, d in zip(a.tolist(), b.tolist(), games.tolist(), score.tolist(), wins.tolist(),
-                                             draws.tolist())]
-    n = len(batch.agents)
-    pair = batch.a * n + batch.b
-    keys, inverse = np.unique(pair, return_inverse=True)
-    games = np.bincount(inverse, minlength=len(keys))
-    total = np.bincount(inverse, weights=batch.score, minlength=len(keys))
-    wins = np.bincount(inverse, weights=batch.score > 0.5, minlength=len(keys))
-    draws = np.bincount(inverse, weights=batch.score == 0.5, minlength=len(keys))
-    return [{"a": batch.agents[k // n], "b": batch.agents[k % n], "games": int(g), "score": float(sc), "wins": int(w),
-             "draws": int(d), "losses": int(g - w - d)}
-            for k, g, sc, w, d in zip(keys.tolist(), games.tolist(), total.tolist(), wins.tolist(), draws.tolist())]
+def summarize(batch: ResultBatch, counts: tuple | None = None) -> dict[str, list]:
+    """What the store keeps of a result batch: its games per ordered pair, as columns
+    (``league.store.summary_columns``; ``counts``: ``batch.pair_counts()`` if already computed). A
+    league plays thousands of games a second; one row per game would grow the file by gigabytes a
+    day. ``league.store.summary_rows`` gives it as one row object per pair."""
+    a, b, games, wins, draws, score = batch.pair_counts() if counts is None else counts
+    return {"agents": list(batch.agents), "a": a.tolist(), "b": b.tolist(), "games": games.tolist(),
+            "wins": wins.tolist(), "draws": draws.tolist(), "score": score.tolist()}
 
 
 def solve_meta_game(solver: NashSolver, ids: list[str], matrix: np.ndarray, pool_version: int) -> NashState:
@@ -189,15 +175,12 @@ class League:
         applied each of them to the pool and tables it has now: the replay gives exactly the
         payoff and Elo that were in memory. Counters and behaviour were stored with each batch."""
         replayed = 0
-        for rows in store.results_after(store.tables_through()):
-            if rows:
-                names: dict[str, int] = {}
-                a = np.array([names.setdefault(r["a"], len(names)) for r in rows], dtype=np.int64)
-                b = np.array([names.setdefault(r["b"], len(names)) for r in rows], dtype=np.int64)
-                column = lambda key, dtype: np.array([r[key] for r in rows], dtype=dtype)  # noqa: E731
-                self._apply_pair_counts(np.array(list(names), dtype=object), a, b, column("games", np.int64),
-                                        column("wins", np.int64), column("draws", np.int64),
-                                        column("score", np.float64))
+        for summary in store.results_after(store.tables_through()):
+            if summary["a"]:
+                ints = lambda key: np.array(summary[key], dtype=np.int64)  # noqa: E731
+                self._apply_pair_counts(np.array(summary["agents"], dtype=object), ints("a"), ints("b"),
+                                        ints("games"), ints("wins"), ints("draws"),
+                                        np.array(summary["score"], dtype=np.float64))
             replayed += 1
         log.info("league restored: %d agents, %d results (%d batches replayed onto the tables), %d learners",
                  len(self.pool), store.result_count(), replayed, len(self.learners))
@@ -269,9 +252,20 @@ class League:
         has its own lock), so the coordinator runs it in a writer thread while its event loop serves
         other requests; nothing is acknowledged before it returned, and the next group is applied
         only after it (``has_batch`` must see this group)."""
+        steps = self.apply_results_stepwise(batches)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def apply_results_stepwise(self, batches: Sequence[ResultBatch]) -> Generator[None, None, tuple[list, Callable]]:
+        """``apply_results_many`` one batch a step: the generator pauses after each batch it applied
+        (the coordinator's event loop serves other requests in between) and returns
+        ``(outcomes, write)``. Nothing else may change the league until it returned."""
         outcomes: list = []
         seen: set[tuple[str, int]] = set()
-        writes, changed, moved, behaviour = [], {}, set(), set()
+        writes, moved, behaviour = [], set(), set()
         counted = {"games": 0.0, "env_steps": 0.0}
         replayable = True
         for batch in batches:
@@ -284,17 +278,18 @@ class League:
                 continue
             seen.add(key)
             replayable &= batch.per_pair
-            c, m, b = self._apply_results(batch)
-            changed.update(dict.fromkeys(c))
+            counts = batch.pair_counts()
+            c, m, b = self._apply_pairs(batch, counts) if batch.per_pair else self._apply_results(batch)
+            self._dirty_pairs.update(dict.fromkeys(c))
             moved |= m
             behaviour |= b
             counted["games"] += float(len(batch))
             counted["env_steps"] += float(batch.env_steps)
-            writes.append((batch.source, batch.seq, summarize(batch)))
+            writes.append((batch.source, batch.seq, summarize(batch, counts)))
             outcomes.append(True)
+            yield
         if self.store is None or not writes:
             return outcomes, lambda: None
-        self._dirty_pairs.update(changed)
         self._dirty_elo |= moved
         diversity_rows = [(x, *self.diversity.state(x)) for x in behaviour]
         # The tables are checkpointed every league.payoff_checkpoint_seconds, and with any batch that
@@ -370,13 +365,13 @@ class League:
         self.results_since_solve += int(frozen.sum())  # only frozen pairs enter the meta-game
         return changed, moved, self._apply_behaviour(batch)
 
-    def _apply_pairs(self, batch: ResultBatch) -> tuple[list, set, set]:
+    def _apply_pairs(self, batch: ResultBatch, counts: tuple | None = None) -> tuple[list, set, set]:
         """``_apply_results`` of a per-pair batch: the cost grows with its pairs, not its games.
 
         Counters, game counts and the meta-game's counts are exact; a learner's decayed payoff and
         Elo treat a pair's games as exchangeable (``PayoffTable.record_counts``,
         ``EloTable.update_pairs``): with one game per pair both equal the game-by-game update."""
-        a, b, games, wins, draws, score = batch.pair_counts()
+        a, b, games, wins, draws, score = batch.pair_counts() if counts is None else counts
         changed, moved = self._apply_pair_counts(np.array(batch.agents, dtype=object), a, b, games, wins, draws, score)
         for key, value in (("games", float(len(batch))), ("env_steps", float(batch.env_steps))):
             self.counters[key] = self.counters.get(key, 0.0) + value
@@ -397,9 +392,8 @@ class League:
         changed = []
         for rows, decay in ((live, None), (frozen, 1.0)):
             if rows.any():
-                changed += self.payoff.record_counts(names[a[rows]].tolist(), names[b[rows]].tolist(), games[rows],
-                                                     win_mass[rows], draws[rows], np.maximum(loss_mass[rows], 0.0),
-                                                     decay=decay)
+                changed += self.payoff.record_pair_counts(names, a[rows], b[rows], games[rows], win_mass[rows],
+                                                          draws[rows], np.maximum(loss_mass[rows], 0.0), decay=decay)
         rated = np.concatenate([np.flatnonzero(live), np.flatnonzero(frozen)])
         moved = self.elo.update_pairs(names[a[rated]].tolist(), names[b[rated]].tolist(), games[rated].tolist(),
                                       score[rated].tolist())

@@ -145,17 +145,30 @@ class PayoffTable:
         ``(1 - decay ** N) / ((1 - decay) N)``. The decayed number of games is exactly
         ``record_batch``'s; its split into wins, draws and losses is the mean over the games' orders.
         With ``decay`` 1 (frozen pairs), or one game per pair, it equals ``record_batch``."""
+        if len(a_ids) != len(b_ids):
+            raise ValueError("payoff counts: ids and count columns must have one length")
+        local: dict = {}
+        la = np.fromiter((local.setdefault(a, len(local)) for a in a_ids), dtype=np.int64, count=len(a_ids))
+        lb = np.fromiter((local.setdefault(b, len(local)) for b in b_ids), dtype=np.int64, count=len(b_ids))
+        return self.record_pair_counts(list(local), la, lb, games, wins, draws, losses, decay)
+
+    def record_pair_counts(self, names: Sequence[str], a: np.ndarray, b: np.ndarray, games: Sequence[float],
+                           wins: Sequence[float], draws: Sequence[float], losses: Sequence[float],
+                           decay: float | None = None) -> list[tuple[str, str]]:
+        """``record_counts`` with row k's agents given as codes: ``names[a[k]]`` against
+        ``names[b[k]]`` (a batch names its few agents many times: each is looked up once)."""
         decay = self.decay if decay is None else float(decay)
         g = np.asarray(games, dtype=float)
         w, d, l = (np.asarray(x, dtype=float) for x in (wins, draws, losses))
-        if not (len(a_ids) == len(b_ids) == len(g) == len(w) == len(d) == len(l)):
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        if not (len(a) == len(b) == len(g) == len(w) == len(d) == len(l)):
             raise ValueError("payoff counts: ids and count columns must have one length")
         if not len(g):
             return []
         if not (np.all(np.isfinite(g)) and np.all(g > 0) and np.all((w >= 0) & (d >= 0) & (l >= 0))
                 and np.allclose(w + d + l, g)):
             raise ValueError("payoff counts: games must be > 0 and wins + draws + losses == games, all >= 0")
-        ia, ib = self._index_pairs(a_ids, b_ids)
+        ia, ib = self._index_codes(names, a, b)
         lo, hi = np.minimum(ia, ib), np.maximum(ia, ib)
         flip = ia > ib
         w_lo, l_lo = np.where(flip, l, w), np.where(flip, w, l)
@@ -179,14 +192,28 @@ class PayoffTable:
         local: dict = {}
         la = np.fromiter((local.setdefault(a, len(local)) for a in a_ids), dtype=np.int64, count=len(a_ids))
         lb = np.fromiter((local.setdefault(b, len(local)) for b in b_ids), dtype=np.int64, count=len(b_ids))
-        for x in local:
+        return self._index_codes(list(local), la, lb)
+
+    def _index_codes(self, names: Sequence[str], a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``_index_pairs`` of rows given as codes into ``names``: only the names the rows use are
+        validated and indexed (added if new), once each."""
+        used = np.unique(np.concatenate([a, b]))
+        if len(used) and (used[0] < 0 or used[-1] >= len(names)):
+            raise ValueError(f"agent codes must index the {len(names)} names given")
+        first: dict[str, int] = {}  # a name listed twice gets one code
+        canon = np.zeros(len(names), dtype=np.int64)
+        for k in used.tolist():
+            x = names[k]
             if not isinstance(x, str) or not x:
                 raise ValueError(f"agent ids must be non-empty strings, got {x!r}")
-        same = np.flatnonzero(la == lb)
+            canon[k] = first.setdefault(x, k)
+        same = np.flatnonzero(canon[a] == canon[b])
         if len(same):
-            raise ValueError(f"an agent cannot be recorded against itself ({a_ids[int(same[0])]!r})")
-        table = np.array([self.add_agent(x) for x in local], dtype=np.int64)
-        return table[la], table[lb]
+            raise ValueError(f"an agent cannot be recorded against itself ({names[int(a[same[0]])]!r})")
+        table = np.zeros(len(names), dtype=np.int64)
+        for k in used.tolist():
+            table[k] = self.add_agent(names[k])
+        return table[a], table[b]
 
     def _decay_and_add(self, i, j, dk, wsum, dsum, lsum) -> list[tuple[str, str]]:
         """Pairs (i[k], j[k]), i < j: decay old counts by dk and add wins/draws/losses seen from i's

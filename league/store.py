@@ -64,6 +64,43 @@ CREATE INDEX measurements_kind ON measurements (kind, time);
 """
 
 
+# What the store keeps of a result batch: its games per ordered pair, as columns (one JSON object a
+# batch; a few times cheaper to encode and store than a row object per pair). Files written before
+# keep a list of row objects ({"a", "b", "games", "score", "wins", "draws", "losses"}); both read back.
+SUMMARY_COLUMNS = ("a", "b", "games", "wins", "draws", "score")
+
+
+def summary_columns(summary: dict[str, Any] | list[dict[str, Any]]) -> dict[str, list]:
+    """A stored batch summary as columns: ``agents`` and, per pair ``k``, ``agents[a[k]]`` played
+    ``games[k]`` games against ``agents[b[k]]``, won ``wins[k]``, drew ``draws[k]``, scored ``score[k]``."""
+    if isinstance(summary, dict):
+        return summary
+    agents: dict[str, int] = {}
+    out: dict[str, list] = {"agents": [], **{key: [] for key in SUMMARY_COLUMNS}}
+    for row in summary:
+        for side in ("a", "b"):
+            out[side].append(agents.setdefault(row[side], len(agents)))
+        for key in ("games", "wins", "draws", "score"):
+            out[key].append(row[key])
+    out["agents"] = list(agents)
+    return out
+
+
+def summary_rows(summary: dict[str, Any] | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A stored batch summary as one row object per ordered pair (a, b, games, score, wins, draws, losses)."""
+    if isinstance(summary, list):
+        return summary
+    names = summary["agents"]
+    return [{"a": names[i], "b": names[j], "games": g, "score": sc, "wins": w, "draws": d, "losses": g - w - d}
+            for i, j, g, w, d, sc in zip(*(summary[key] for key in SUMMARY_COLUMNS))]
+
+
+def _games(summary: dict[str, Any] | list[dict[str, Any]]) -> int:
+    if isinstance(summary, dict):
+        return int(sum(summary["games"]))
+    return sum(int(r.get("games", 1)) for r in summary)
+
+
 class StoreError(ValueError):
     """The file is not a readable nash-league store."""
 
@@ -72,6 +109,14 @@ def db_path(storage: str | os.PathLike) -> Path:
     """``RUN_DIR`` -> ``RUN_DIR/league.db``; a path to a file is kept as is."""
     p = Path(storage)
     return p if p.suffix == ".db" or p.is_file() else p / DB_NAME
+
+
+_encoder = json.JSONEncoder(check_circular=False, separators=(",", ":"))
+
+
+def _encode(summary: dict[str, list] | list[dict[str, Any]]) -> str:
+    """Compact JSON of a batch summary (no circular check: it is plain lists of numbers and ids)."""
+    return _encoder.encode(summary)
 
 
 class LeagueStore:
@@ -225,7 +270,7 @@ class LeagueStore:
         self,
         source: str,
         seq: int,
-        results: list[dict[str, Any]],
+        results: dict[str, list] | list[dict[str, Any]],
         payoff_rows: Iterable[tuple[str, str, float, float, float]] | None,
         elo_rows: Iterable[tuple[str, float, int]] | None,
         counters: dict[str, float],
@@ -241,14 +286,15 @@ class LeagueStore:
 
     def record_results_many(
         self,
-        batches: Sequence[tuple[str, int, list[dict[str, Any]]]],
+        batches: Sequence[tuple[str, int, dict[str, list] | list[dict[str, Any]]]],
         payoff_rows: Iterable[tuple[str, str, float, float, float]] | None,
         elo_rows: Iterable[tuple[str, float, int]] | None,
         counters: dict[str, float],
         diversity_rows: Iterable[tuple[str, Sequence[float], int]] = (),
     ) -> int:
-        """Several result batches and what they changed, in one transaction (one fsync: group
-        commit). Returns how many batches were new; nothing is written when none was.
+        """Several result batches (``(source, seq, summary)``: ``summary_columns``' columns, or
+        rows) and what they changed, in one transaction (one fsync: group commit). Returns how many
+        batches were new; nothing is written when none was.
 
         ``payoff_rows`` and ``elo_rows``: every row changed since the last checkpoint, these
         batches included (``write_tables``); None for both leaves the tables as they are, and the
@@ -260,10 +306,9 @@ class LeagueStore:
             for source, seq, results in batches:
                 if db.execute("SELECT 1 FROM results WHERE source = ? AND seq = ?", (source, seq)).fetchone():
                     continue
-                # n counts games: a row of a summarized batch stands for "games" games
-                games = sum(int(r.get("games", 1)) for r in results)
+                # n counts games: a pair of a summarized batch stands for "games" games
                 db.execute("INSERT INTO results (source, seq, received_at, n, payload) VALUES (?,?,?,?,?)",
-                           (source, seq, now, games, json.dumps(results)))
+                           (source, seq, now, _games(results), _encode(results)))
                 new += 1
             if not new:
                 return 0
@@ -296,11 +341,12 @@ class LeagueStore:
         """The id of the last stored result batch that the payoff and Elo tables include."""
         return int(self.get_meta("tables_through", 0))
 
-    def results_after(self, batch_id: int) -> Iterator[list[dict[str, Any]]]:
-        """The summaries of the stored result batches after ``batch_id`` (``tables_through``), in the
-        order they were stored: what a league replays onto its checkpointed tables."""
+    def results_after(self, batch_id: int = 0) -> Iterator[dict[str, list]]:
+        """The summaries (``summary_columns``) of the stored result batches after ``batch_id``
+        (``tables_through``: what a league replays onto its checkpointed tables), in the order they
+        were stored; all of them by default."""
         for (payload,) in self._query("SELECT payload FROM results WHERE id > ? ORDER BY id", (int(batch_id),)):
-            yield json.loads(payload)
+            yield summary_columns(json.loads(payload))
 
     def diversity_rows(self) -> list[tuple[str, list[float], int]]:
         """Per agent: the running sum of behaviour embeddings and the steps behind it."""

@@ -1,6 +1,5 @@
 """The League object (what the coordinator actor wraps), without Ray."""
 
-import json
 
 import numpy as np
 import pytest
@@ -8,7 +7,7 @@ import pytest
 from league.config import load_config
 from league.league import League
 from league.messages import MatchAssignments, ProgressDecision, Result, ResultBatch
-from league.store import LeagueStore
+from league.store import LeagueStore, summary_rows
 
 
 def batch(results, source="w0", seq=1, env_steps=0, action_counts=None):
@@ -177,7 +176,7 @@ def test_stored_batches_are_per_pair_summaries(cfg):
     rec, _ = league.add_snapshot("main_agent-0", b"w", step=1)
     league.report_results(batch([Result("main_agent-0", rec.agent_id, s) for s in (1.0, 0.5, 0.0, 0.75)], "w",
                                 env_steps=8))
-    (payload,) = [json.loads(r[0]) for r in league.store._query("SELECT payload FROM results")]
+    (payload,) = [summary_rows(s) for s in league.store.results_after()]
     assert payload == [{"a": "main_agent-0", "b": rec.agent_id, "games": 4, "score": 2.25,
                         "wins": 2, "draws": 1, "losses": 1}]
 

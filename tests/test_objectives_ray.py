@@ -17,7 +17,7 @@ K = 3
 
 def test_grouped_play_reaches_the_shaper_whole_and_a_failing_shaper_stops_only_its_learner(ray_local, tmp_path):
     ray = ray_local
-    from league.store import LeagueStore
+    from league.store import LeagueStore, summary_rows
 
     log_path = tmp_path / "groups.jsonl"
     cfg, info = load([
@@ -51,7 +51,7 @@ def test_grouped_play_reaches_the_shaper_whole_and_a_failing_shaper_stops_only_i
     assert m["updates"] >= 8 and m["skipped_updates"] == 0
     with LeagueStore(tmp_path / "run", create=False) as store:
         errors = store.events("shaper_error")
-        rows = [json.loads(p) for (p,) in store._query("SELECT payload FROM results")]
+        rows = [summary_rows(s) for s in store.results_after()]
     assert errors and {e["learner_id"] for e in errors} == {"main_exploiter-0"}
     assert "failed on purpose" in errors[0]["error"]
     logged = [p for p in logs_dir.glob("worker-*") if "main_exploiter-0 skipped an update" in p.read_text(errors="ignore")]

@@ -19,7 +19,7 @@ from league.elo import UNIFORM_RANDOM, EloTable
 from league.league import League, summarize
 from league.messages import ResultBatch
 from league.payoff import PayoffTable
-from league.store import LeagueStore
+from league.store import LeagueStore, summary_rows
 
 
 def league_with_pool(path, decay=None, checkpoint_seconds=None):
@@ -55,7 +55,7 @@ def test_aggregation_keeps_every_game_and_every_count():
         assert s == pytest.approx(batch.score[mine].sum())
     # the store's summary of a batch is the same rows in either form
     key = lambda r: (r["a"], r["b"])
-    assert sorted(summarize(pairs), key=key) == sorted(summarize(batch), key=key)
+    assert sorted(summary_rows(summarize(pairs)), key=key) == sorted(summary_rows(summarize(batch)), key=key)
     assert pairs.aggregated().games.tolist() == pairs.games.tolist()  # already per pair: unchanged
 
 
@@ -178,7 +178,7 @@ def test_a_workers_report_is_its_games_per_opponent():
     games = ResultBatch("w", 4, ("main_agent-0", *names), np.zeros(300, dtype=np.int64), codes + 1, scores, 900)
     assert report.per_pair and len(report) == 300 and report.env_steps == 900
     key = lambda r: (r["a"], r["b"])
-    assert sorted(summarize(report), key=key) == sorted(summarize(games), key=key)
+    assert sorted(summary_rows(summarize(report)), key=key) == sorted(summary_rows(summarize(games)), key=key)
 
 
 def assert_same_league(got, want):
@@ -235,7 +235,7 @@ REPORTER = textwrap.dedent("""
     from league.config import load_config
     from league.league import League
     from league.messages import ResultBatch
-    from league.store import LeagueStore
+    from league.store import LeagueStore, summary_rows
 
     def open_league(path, store=True):
         cfg = load_config(None, [f"run.storage={path}", "roles.league_exploiter.count=1",
