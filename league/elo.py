@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping, Sequence
 
+import numpy as np
+
 UNIFORM_RANDOM = "uniform_random"
 
 
@@ -86,27 +88,47 @@ class EloTable:
         sequential updates do, where a single update of K (s - E) n would overshoot without bound."""
         if not (len(a_ids) == len(b_ids) == len(games) == len(scores)):
             raise ValueError("Elo pairs: ids, games and scores must have the same length")
-        counts = [int(n) for n in games]
-        totals = [float(t) for t in scores]
-        for n, total in zip(counts, totals):
-            if n < 1 or not (0.0 <= total <= n):
-                raise ValueError(f"Elo pairs: need games >= 1 and 0 <= score sum <= games, got {n} and {total}")
+        local: dict[str, int] = {}
+        a = [local.setdefault(x, len(local)) for x in a_ids]
+        b = [local.setdefault(x, len(local)) for x in b_ids]
+        return self.update_pair_codes(list(local), a, b, games, scores)
+
+    def update_pair_codes(self, names: Sequence[str], a: Sequence[int], b: Sequence[int], games: Sequence[int],
+                          scores: Sequence[float]) -> set[str]:
+        """``update_pairs`` with row k's agents given as codes: ``names[a[k]]`` against ``names[b[k]]``
+        (a coordinator rates ~1,000 pairs a report: each name is looked up once, the loop runs on
+        list slots and float math)."""
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        counts, totals = np.asarray(games), np.asarray(scores, dtype=np.float64)
+        if not (len(a) == len(b) == len(counts) == len(totals)):
+            raise ValueError("Elo pairs: ids, games and scores must have the same length")
+        if not len(a):
+            return set()
+        n_int = counts.astype(np.int64)
+        bad = np.flatnonzero((n_int < 1) | ~((totals >= 0.0) & (totals <= n_int)))
+        if len(bad):
+            k = int(bad[0])
+            raise ValueError(f"Elo pairs: need games >= 1 and 0 <= score sum <= games, got {int(n_int[k])} and "
+                             f"{float(totals[k])}")
+        # one slot per distinct name (a name listed twice shares it)
+        first: dict[str, int] = {}
+        canon = np.zeros(len(names), dtype=np.int64)
+        for k in np.unique(np.concatenate([a, b])).tolist():
+            canon[k] = first.setdefault(names[k], k)
+        ca, cb = canon[a], canon[b]
         ratings, anchors, k = self.ratings, self.anchors, self.k
-        for x in {*a_ids, *b_ids}:
+        r, moves = [0.0] * len(names), [False] * len(names)
+        for x, slot in first.items():
             if x not in ratings:
                 self.add(x)
-        # A coordinator rates ~1,000 pairs a report: the loop keeps to local names and float math.
+            r[slot], moves[slot] = ratings[x], x not in anchors
         slope = math.log(10.0) / 400.0
-        played: dict[str, int] = {}
-        get = played.get
-        for a, b, n, total in zip(a_ids, b_ids, counts, totals):
-            played[a] = get(a, 0) + n
-            played[b] = get(b, 0) + n
-            a_moves, b_moves = a not in anchors, b not in anchors
+        for i, j, n, total in zip(ca.tolist(), cb.tolist(), n_int.tolist(), totals.tolist()):
+            a_moves, b_moves = moves[i], moves[j]
             movers = a_moves + b_moves
-            if a == b or not movers:
+            if i == j or not movers:
                 continue
-            ra, rb = ratings[a], ratings[b]
+            ra, rb = r[i], r[j]
             e = 1.0 / (1.0 + 10.0 ** ((rb - ra) / 400.0))
             g = total / n - e
             if n == 1:
@@ -116,10 +138,13 @@ class EloTable:
                 gap = movers * k * n * g if ch < 1e-12 else (g / (ch / (movers * k))) * (1.0 - (1.0 - ch) ** n)
             share = gap / movers
             if a_moves:
-                ratings[a] = ra + share
+                r[i] = ra + share
             if b_moves:
-                ratings[b] = rb - share
-        games_of = self.games
-        for x, n in played.items():
-            games_of[x] += n
-        return {x for x in played if x not in anchors}
+                r[j] = rb - share
+        played = np.bincount(np.concatenate([ca, cb]), weights=np.concatenate([n_int, n_int]).astype(np.float64),
+                             minlength=len(names))
+        for x, slot in first.items():
+            if moves[slot]:
+                ratings[x] = r[slot]
+            self.games[x] += int(played[slot])
+        return {x for x in first if x not in anchors}

@@ -395,8 +395,7 @@ class League:
                 changed += self.payoff.record_pair_counts(names, a[rows], b[rows], games[rows], win_mass[rows],
                                                           draws[rows], np.maximum(loss_mass[rows], 0.0), decay=decay)
         rated = np.concatenate([np.flatnonzero(live), np.flatnonzero(frozen)])
-        moved = self.elo.update_pairs(names[a[rated]].tolist(), names[b[rated]].tolist(), games[rated].tolist(),
-                                      score[rated].tolist())
+        moved = self.elo.update_pair_codes(names, a[rated], b[rated], games[rated], score[rated])
         self.results_since_solve += int(games[frozen].sum())
         return changed, moved
 
