@@ -12,7 +12,12 @@ ceiling of the league's own Python.
 Prints one JSON line: ``{"clients": {"16": {...}, ...}, "inprocess": {...}, "settings": {...}}``,
 each entry with ``results_per_s``, ``next_matches_p50_ms`` and ``next_matches_p99_ms`` (the time
 a worker waits for a round's matches), the latency of ``report_results`` and of a first (not
-waiting) ``match_plan``.
+waiting) ``match_plan``. Where the time goes, on Linux (schedstat): ``next_matches_p99_off_runqueue_ms``
+is the same wait less the time the client's thread was runnable but not on a CPU (the OS
+scheduler's share); ``coordinator_ping_p50_ms``/``_p99_ms`` the round trip of the coordinator's
+cheapest call from the driver every 20 ms; ``coordinator_cores`` and ``client_cores`` the CPU the
+coordinator's and the clients' processes used, ``coordinator_runqueue_wait`` the seconds a second
+the coordinator's threads waited for a CPU.
 
 On a 2-core machine a Ray actor process costs ~100 MB and ~1 s of CPU to start, so at most
 ``--max-actors`` client processes are started; more clients than that run as concurrent loops
@@ -107,6 +112,25 @@ class RunQueue:
 
     def waited_ns(self) -> int:
         return 0 if self.fd is None else int(os.pread(self.fd, 64, 0).split()[1])
+
+
+def process_clock(pids: list[int]) -> tuple[int, int]:
+    """Nanoseconds on a CPU and waiting for one while runnable, summed over every thread of
+    ``pids`` (Linux schedstat; zeros where not available)."""
+    cpu = wait = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    fields = f.read().split()
+                cpu, wait = cpu + int(fields[0]), wait + int(fields[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    return cpu, wait
 
 
 def summary(results: int, seconds: float, latencies_s: list[float], report_s: list[float],
@@ -219,8 +243,8 @@ def make_client():
                                    for k in range(loops)))
             return out
 
-        def ready(self) -> bool:
-            return True
+        def ready(self) -> int:
+            return os.getpid()
 
     return Client
 
@@ -253,6 +277,7 @@ def with_ray(storage: str, counts: list[int], seconds: float, matches: int, batc
         coordinator = LeagueCoordinator.options(name="coordinator", **coordinator_options(cfg)).remote(cfg)
         learners = list(ray.get(coordinator.status.remote())["learners"])
         Client = make_client()
+        coordinator_pid = ray.get(coordinator.__ray_call__.remote(lambda self: os.getpid()))
         clients: list = []  # started once, reused by every count (a process costs ~1 s of CPU to start)
         out = {}
         for n in counts:
@@ -260,18 +285,29 @@ def with_ray(storage: str, counts: list[int], seconds: float, matches: int, batc
             while len(clients) < actors:
                 clients.append(Client.remote(f"c{len(clients)}", coordinator, learners, matches, batch_games,
                                              cfg.league.match_plan_seconds))
-            ray.get([c.ready.remote() for c in clients[:actors]])
+            client_pids = ray.get([c.ready.remote() for c in clients[:actors]])
             start_at = time.time() + 1.0
             print(f"bench.coordinator: {n} clients: measuring for {seconds} s", file=sys.stderr, flush=True)
             runs = [c.run.remote(f"n{n}", n // actors + (i < n % actors), start_at, seconds)
                     for i, c in enumerate(clients[:actors])]
+            time.sleep(max(0.0, start_at - time.time()))
+            def usage():  # the coordinator's CPU and run-queue wait, the clients' CPU (ns); the time (s)
+                return (*process_clock([coordinator_pid]), process_clock(client_pids)[0], time.perf_counter())
+
+            before = usage()
             pings = ping_coordinator(coordinator, start_at, seconds)
+            c_cpu, c_wait, w_cpu, wall = (x - y for x, y in zip(usage(), before))
             parts = ray.get(runs)
             cat = lambda key: [x for p in parts for x in p[key]]
             out[str(n)] = {**summary(sum(p["results"] for p in parts), seconds, cat("lat"), cat("report"),
                                      cat("first_plan"), cat("queued")),
                            "coordinator_ping_p50_ms": round(float(np.percentile(pings, 50)) * 1000.0, 3),
                            "coordinator_ping_p99_ms": round(float(np.percentile(pings, 99)) * 1000.0, 3),
+                           # CPU cores the coordinator and the client processes used, and the seconds a
+                           # second the coordinator's threads were runnable but waited for a CPU
+                           "coordinator_cores": round(c_cpu / 1e9 / wall, 3),
+                           "coordinator_runqueue_wait": round(c_wait / 1e9 / wall, 3),
+                           "client_cores": round(w_cpu / 1e9 / wall, 3),
                            "plans_received": sum(p["plans"] for p in parts), "actors": actors}
             print(f"bench.coordinator: {n} clients: {out[str(n)]}", file=sys.stderr, flush=True)
         return out
