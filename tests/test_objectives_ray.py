@@ -91,8 +91,10 @@ def learner_counts(seen: list[dict], pending) -> dict[str, np.ndarray]:
 def stored_counts(batches: list, learner: str) -> dict[str, np.ndarray]:
     """The same per opponent from the store's result batches (payloads)."""
     want: dict[str, np.ndarray] = {}
+    from league.store import summary_rows
+
     for batch in batches:
-        for row in batch:
+        for row in summary_rows(batch):
             if row["a"] == learner:
                 want.setdefault(row["b"], np.zeros(4))
                 want[row["b"]] += [row["games"], row["wins"], row["draws"], row["losses"]]
