@@ -3,11 +3,7 @@ games, counted exactly; the same league state as game by game wherever the order
 matter, and the documented exchangeable-games answer where it can (decayed payoff, Elo)."""
 
 import itertools
-import os
 import re
-import signal
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -20,6 +16,7 @@ from league.league import League, summarize
 from league.messages import ResultBatch
 from league.payoff import PayoffTable
 from league.store import LeagueStore, summary_rows
+from test_store import run_and_kill
 
 
 def league_with_pool(path, decay=None, checkpoint_seconds=None):
@@ -268,19 +265,9 @@ def test_a_killed_league_reopens_to_the_league_of_its_stored_batches(tmp_path):
     script = tmp_path / "reporter.py"
     script.write_text(REPORTER)
     rng = np.random.default_rng(8)
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
     acked, start, replays = [], 1, []
     for _ in range(4):
-        proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "run"), str(start)],
-                                stdout=subprocess.PIPE, text=True, env=env)
-        for _ in range(int(rng.integers(20, 80))):  # a number of acknowledgements, not a time
-            line = proc.stdout.readline()
-            if not line:
-                break
-            acked.append(int(line))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        acked += [int(x) for x in proc.stdout.read().split()]
+        acked += run_and_kill(script, tmp_path / "run", start, int(rng.integers(20, 80)))
         start = max(acked) + 1
         with LeagueStore(tmp_path / "run") as store:  # batches the next start replays
             replays.append((store.tables_through(), len(list(store.results_after(store.tables_through())))))

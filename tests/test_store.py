@@ -98,6 +98,24 @@ WRITER = textwrap.dedent("""
 """)
 
 
+def run_and_kill(script, run_dir, start: int, acknowledgements: int) -> list[int]:
+    """Run ``script RUN_DIR START`` (it prints each acknowledged number) and SIGKILL it after that many
+    acknowledgements (a number, not a time: a loaded machine may not have started the writer yet),
+    so the kill lands mid-transaction of the next one. Returns every number it printed: a line
+    printed after our last read counts as acknowledged too."""
+    proc = subprocess.Popen([sys.executable, str(script), str(run_dir), str(start)], stdout=subprocess.PIPE,
+                            text=True, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    acked = []
+    for _ in range(acknowledgements):
+        line = proc.stdout.readline()
+        if not line:
+            break
+        acked.append(int(line))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return acked + [int(x) for x in proc.stdout.read().split()]
+
+
 def test_sigkill_mid_write_loses_nothing_committed(tmp_path):
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
@@ -105,21 +123,8 @@ def test_sigkill_mid_write_loses_nothing_committed(tmp_path):
     acked: list[int] = []
     unprinted: set[int] = set()  # batches committed by a killed writer after its last printed line
     start = 0
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
     for _ in range(6):
-        proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "run"), str(start)],
-                                stdout=subprocess.PIPE, text=True, env=env)
-        # kill after a random number of acknowledged batches (not after a time: a loaded machine
-        # may not have started the writer yet), so the kill lands mid-transaction of the next one
-        for _ in range(int(rng.integers(5, 40))):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            acked.append(int(line))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        # a line may have been printed after our last read: everything printed counts as acknowledged
-        acked += [int(x) for x in proc.stdout.read().split()]
+        acked += run_and_kill(script, tmp_path / "run", start, int(rng.integers(5, 40)))
         with LeagueStore(tmp_path / "run") as s:
             for i in acked[-50:] + acked[:10]:
                 assert s.has_batch("w", i), i
