@@ -13,6 +13,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from league.payoff import id_codes
+
 UNIFORM_RANDOM = "uniform_random"
 
 
@@ -88,10 +90,7 @@ class EloTable:
         sequential updates do, where a single update of K (s - E) n would overshoot without bound."""
         if not (len(a_ids) == len(b_ids) == len(games) == len(scores)):
             raise ValueError("Elo pairs: ids, games and scores must have the same length")
-        local: dict[str, int] = {}
-        a = [local.setdefault(x, len(local)) for x in a_ids]
-        b = [local.setdefault(x, len(local)) for x in b_ids]
-        return self.update_pair_codes(list(local), a, b, games, scores)
+        return self.update_pair_codes(*id_codes(a_ids, b_ids), games, scores)
 
     def update_pair_codes(self, names: Sequence[str], a: Sequence[int], b: Sequence[int], games: Sequence[int],
                           scores: Sequence[float]) -> set[str]:

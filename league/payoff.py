@@ -147,10 +147,7 @@ class PayoffTable:
         With ``decay`` 1 (frozen pairs), or one game per pair, it equals ``record_batch``."""
         if len(a_ids) != len(b_ids):
             raise ValueError("payoff counts: ids and count columns must have one length")
-        local: dict = {}
-        la = np.fromiter((local.setdefault(a, len(local)) for a in a_ids), dtype=np.int64, count=len(a_ids))
-        lb = np.fromiter((local.setdefault(b, len(local)) for b in b_ids), dtype=np.int64, count=len(b_ids))
-        return self.record_pair_counts(list(local), la, lb, games, wins, draws, losses, decay)
+        return self.record_pair_counts(*id_codes(a_ids, b_ids), games, wins, draws, losses, decay)
 
     def record_pair_counts(self, names: Sequence[str], a: np.ndarray, b: np.ndarray, games: Sequence[float],
                            wins: Sequence[float], draws: Sequence[float], losses: Sequence[float],
@@ -189,10 +186,7 @@ class PayoffTable:
     def _index_pairs(self, a_ids: Sequence[str], b_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Matrix indices of each row's two agents (added if new), each distinct id validated and
         indexed once (a batch names few agents many times); no agent may face itself."""
-        local: dict = {}
-        la = np.fromiter((local.setdefault(a, len(local)) for a in a_ids), dtype=np.int64, count=len(a_ids))
-        lb = np.fromiter((local.setdefault(b, len(local)) for b in b_ids), dtype=np.int64, count=len(b_ids))
-        return self._index_codes(list(local), la, lb)
+        return self._index_codes(*id_codes(a_ids, b_ids))
 
     def _index_codes(self, names: Sequence[str], a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``_index_pairs`` of rows given as codes into ``names``: only the names the rows use are
@@ -336,3 +330,12 @@ class MatchDatabase:
                 if n == len(lines) and not line.endswith("\n"):
                     continue  # a torn last line: the process died mid-append
                 raise ValueError(f"{self._path}:{n}: unreadable match record ({exc})") from exc
+
+
+def id_codes(a_ids: Sequence[str], b_ids: Sequence[str]) -> tuple[list, np.ndarray, np.ndarray]:
+    """Rows of ids as codes: ``(names, a, b)`` with row k's agents ``names[a[k]]`` and ``names[b[k]]``,
+    each distinct id listed once."""
+    local: dict = {}
+    a = np.fromiter((local.setdefault(x, len(local)) for x in a_ids), dtype=np.int64, count=len(a_ids))
+    b = np.fromiter((local.setdefault(x, len(local)) for x in b_ids), dtype=np.int64, count=len(b_ids))
+    return list(local), a, b
