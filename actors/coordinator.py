@@ -189,14 +189,10 @@ class LeagueCoordinatorImpl:
             try:
                 async with self._store_order:
                     # one batch at a time: between two, the event loop serves other requests
-                    steps = self.league.apply_results_stepwise([batch for batch, _ in group])
-                    while True:
-                        try:
-                            next(steps)
-                        except StopIteration as applied:
-                            outcomes, write = applied.value
-                            break
-                        await asyncio.sleep(0)
+                    for step in self.league.apply_results_stepwise([batch for batch, _ in group]):
+                        if step is None:
+                            await asyncio.sleep(0)
+                    outcomes, write = step
                     # the transaction and its fsync in the writer thread: the event loop serves other
                     # requests meanwhile; the group's callers hear back only after the commit
                     await loop.run_in_executor(self._writer, write)

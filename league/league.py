@@ -252,17 +252,14 @@ class League:
         has its own lock), so the coordinator runs it in a writer thread while its event loop serves
         other requests; nothing is acknowledged before it returned, and the next group is applied
         only after it (``has_batch`` must see this group)."""
-        steps = self.apply_results_stepwise(batches)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return done.value
+        for step in self.apply_results_stepwise(batches):
+            pass
+        return step
 
-    def apply_results_stepwise(self, batches: Sequence[ResultBatch]) -> Generator[None, None, tuple[list, Callable]]:
-        """``apply_results_many`` one batch a step: the generator pauses after each batch it applied
-        (the coordinator's event loop serves other requests in between) and returns
-        ``(outcomes, write)``. Nothing else may change the league until it returned."""
+    def apply_results_stepwise(self, batches: Sequence[ResultBatch]) -> Generator[tuple | None, None, None]:
+        """``apply_results_many`` one batch a step: the generator yields None after each batch it
+        applied (the coordinator's event loop serves other requests in between), and last
+        ``(outcomes, write)``. Nothing else may change the league until that last step."""
         outcomes: list = []
         seen: set[tuple[str, int]] = set()
         writes, moved, behaviour = [], set(), set()
@@ -289,7 +286,8 @@ class League:
             outcomes.append(True)
             yield
         if self.store is None or not writes:
-            return outcomes, lambda: None
+            yield outcomes, lambda: None
+            return
         self._dirty_elo |= moved
         diversity_rows = [(x, *self.diversity.state(x)) for x in behaviour]
         # The tables are checkpointed every league.payoff_checkpoint_seconds, and with any batch that
@@ -308,7 +306,7 @@ class League:
                 self._untake_tables(tables)
                 raise
 
-        return outcomes, write
+        yield outcomes, write
 
     def _take_tables(self) -> tuple[list, list]:
         """The payoff and Elo rows changed since the last checkpoint (now forgotten as changed; give
