@@ -75,6 +75,7 @@ class Outbox:
             self.ledger["seq"] = int(time.time() * 1000) * 1000
         if pending is not None:
             self.ledger["seq"] = max(self.ledger["seq"], pending[0])
+        self.staged = None if pending is None else pending[0]  # the staged message's seq (kept, not re-read)
 
     def next_seq(self) -> int:
         """A sequence number never used before by this source (also across restarts)."""
@@ -88,6 +89,7 @@ class Outbox:
         tmp = self.pending_path.with_suffix(".tmp.npz")
         np.savez(tmp, seq=np.int64(seq), **{k: np.asarray(v) for k, v in arrays.items()})
         os.replace(tmp, self.pending_path)
+        self.staged = seq
 
     def pending(self) -> tuple[int, dict[str, np.ndarray]] | None:
         """The staged, unacknowledged message (seq, arrays), if any (never unpickled)."""
@@ -97,18 +99,17 @@ class Outbox:
             with np.load(self.pending_path, allow_pickle=False) as data:
                 arrays = {k: data[k] for k in data.files}
         except (OSError, ValueError, KeyError, zipfile.BadZipFile):  # unreadable: treated as never sent
-            self.pending_path.unlink(missing_ok=True)
+            self._unstage()
             return None
         return int(arrays.pop("seq")), arrays
 
     def acked(self, seq: int, items: int, ids: list[str] | None = None) -> None:
         """The coordinator stored message ``seq`` (``items`` results, or snapshot ``ids``)."""
-        pending = self.pending()
-        if pending is None or pending[0] != seq:
+        if self.staged != seq:
             return  # acknowledged before (a retry of a message already booked)
         if self.ledger.get("last_acked") == seq:
             # booked by a life killed between writing the ledger and dropping the message
-            self.pending_path.unlink(missing_ok=True)
+            self._unstage()
             return
         self.ledger["last_acked"] = seq
         self.ledger["batches"] += 1
@@ -116,11 +117,15 @@ class Outbox:
         self.ledger["ids"].extend(ids or [])
         self.ledger["seq"] = max(self.ledger["seq"], seq)
         self._write_ledger()
-        self.pending_path.unlink(missing_ok=True)
+        self._unstage()
 
     def drop(self) -> None:
         """Give up the staged message (the coordinator rejected it as invalid: it is not stored)."""
+        self._unstage()
+
+    def _unstage(self) -> None:
         self.pending_path.unlink(missing_ok=True)
+        self.staged = None
 
     def _write_ledger(self) -> None:
         tmp = self.ledger_path.with_suffix(".tmp")
