@@ -19,7 +19,14 @@ UNIFORM_RANDOM = "uniform_random"
 
 
 def expected_score(r_a: float, r_b: float) -> float:
-    return 1.0 / (1.0 + 10.0 ** ((r_b - r_a) / 400.0))
+    return _expected(r_b - r_a)
+
+
+def _expected(d: float) -> float:
+    """The expected score of a player rated ``d`` below its opponent: ``1 / (1 + 10 ** (d / 400))``,
+    0 or 1 past gaps where the power would overflow a float."""
+    x = d / 400.0
+    return 0.0 if x > 300.0 else 1.0 / (1.0 + 10.0 ** x)
 
 
 class EloTable:
@@ -67,7 +74,7 @@ class EloTable:
             if a == b:  # a game against oneself moves nothing
                 continue
             ra, rb = ratings[a], ratings[b]
-            delta = k * (s - 1.0 / (1.0 + 10.0 ** ((rb - ra) / 400.0)))
+            delta = k * (s - _expected(rb - ra))
             if a not in anchors:
                 ratings[a] = ra + delta
             if b not in anchors:
@@ -128,13 +135,21 @@ class EloTable:
             if i == j or not movers:
                 continue
             ra, rb = r[i], r[j]
-            e = 1.0 / (1.0 + 10.0 ** ((rb - ra) / 400.0))
-            g = total / n - e
+            e = _expected(rb - ra)
+            s = total / n
+            g = s - e
             if n == 1:
                 gap = movers * k * g
             else:
                 ch = movers * k * e * (1.0 - e) * slope
                 gap = movers * k * n * g if ch < 1e-12 else (g / (ch / (movers * k))) * (1.0 - (1.0 - ch) ** n)
+                # Far from E = s the linearisation overshoots (where E is flat it moves K per game for all
+                # n games): never past the gap that expects the score, smoothed by half a game so that
+                # an all-or-nothing score has a finite one.
+                half = 0.5 / n
+                s = min(max(s, half), 1.0 - half)
+                beyond = 400.0 * math.log10(s / (1.0 - s)) - (ra - rb)
+                gap = max(gap, min(beyond, 0.0)) if gap < 0 else min(gap, max(beyond, 0.0))
             share = gap / movers
             if a_moves:
                 r[i] = ra + share

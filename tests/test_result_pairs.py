@@ -283,3 +283,29 @@ def test_a_killed_league_reopens_to_the_league_of_its_stored_batches(tmp_path):
         reference.report_results(namespace["batch"](reference, seq))
     assert_same_league(reopened, reference)
     assert reopened.store.result_count() == 300 * len(stored)
+
+
+@pytest.mark.parametrize("start, score, n", [(3000.0, 0.0, 5000), (-2000.0, 1.0, 100_000), (5000.0, 0.2, 1000)])
+def test_elo_of_many_upset_games_stays_near_the_sequential_update(start, score, n):
+    """A pair rated far apart that plays against its ratings: where E is flat the linearised step
+    would move K per game for every game (a coordinator's batch of 10^5 games moved a gap by ~10^6
+    and the next report overflowed a float). The step stops at the gap that expects the score
+    (smoothed by half a game), within 500 points of game-by-game Elo and on its side of the start."""
+    seq, pairs = EloTable(k=16), EloTable(k=16)
+    for table in (seq, pairs):
+        table.add("a", 1000.0 + start)
+        table.add("b", 1000.0)
+    for _ in range(n):
+        seq.update("a", "b", score)
+    pairs.update_pairs(["a"], ["b"], [n], [score * n])
+    want, got = seq.rating("a") - seq.rating("b"), pairs.rating("a") - pairs.rating("b")
+    assert abs(got - want) < 500 and (got - start) * (want - start) > 0
+
+
+def test_a_cycle_of_sure_wins_keeps_every_rating_finite():
+    """Rock, paper and scissors as pure strategies: each beats the next every game. Report after
+    report of 10^5 games a pair, the ratings stay finite and within a few thousand points."""
+    elo, cycle = EloTable(k=16), ["rock", "scissors", "paper"]
+    for _ in range(200):
+        elo.update_pairs(cycle, cycle[1:] + cycle[:1], [100_000] * 3, [100_000.0] * 3)
+    assert all(np.isfinite(r) and abs(r - 1000.0) < 5000 for r in elo.ratings.values())
