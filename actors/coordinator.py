@@ -50,7 +50,7 @@ def timed(fn):
 GROUP_ROWS = 8192
 
 # measurement kinds the coordinator shows beside meta-exploitability (GET /status, /nash, metrics)
-QUALITY_KINDS = {"nash_conv": "nash_conv", "probe": "probe_br_return"}
+QUALITY_KINDS = {"nash_conv": "nash_conv", "meta_nash_conv": "meta_nash_conv", "probe": "probe_br_return"}
 
 
 class LeagueCoordinatorImpl:
@@ -330,6 +330,8 @@ class LeagueCoordinatorImpl:
         q = self.quality()
         if "nash_conv" in q:
             self.metrics.set("exact_nash_conv", q["nash_conv"]["value"])
+        if "meta_nash_conv" in q:
+            self.metrics.set("meta_nash_exact_nash_conv", q["meta_nash_conv"]["value"])
         if "probe" in q:
             p = q["probe"]
             self.metrics.set("probe_br_return", p["value"], bound="mean")
@@ -351,6 +353,25 @@ class LeagueCoordinatorImpl:
         return self.quality()
 
     async def nash(self) -> NashView:
+        return self.league.nash_view()
+
+    async def meta_nash(self) -> NashView:
+        """The latest meta-game solve (the published Nash unless ``evaluator.publish`` is
+        least_exploitable)."""
+        return self.league.nash_view(self.league.meta_nash)
+
+    async def publish_candidates(self) -> tuple[list[str], int]:
+        """The measured snapshots the published mixture may be made of, and the pool version."""
+        return self.league.measured_ids(), self.league.pool_version
+
+    @timed
+    async def publish(self, ids: list[str], weights: list[float], pool_version: int,
+                      solve_seconds: float = 0.0) -> NashView:
+        """The exact evaluator's least exploitable mixture of measured snapshots, published in place
+        of the meta-game Nash (stored before the reply)."""
+        self.league.set_published(ids, weights, pool_version, solve_seconds)
+        self._wake_plans()
+        self._export_state()
         return self.league.nash_view()
 
     async def pool(self) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from envs.base import utility_range
 from league.config import Config
 from league.messages import ExactScores, NashView, Result, ResultBatch
 from league.seeds import generator, seed_int
-from policies.exploitability import exact_nash_conv, profile_value, seat_profile
+from policies.exploitability import exact_nash_conv, least_exploitable_mixture, profile_value, seat_profile
 from policies.rollout import TwoSeatPlay
 from policies.snapshot import SnapshotCache
 
@@ -60,15 +60,34 @@ class EvaluatorImpl:
                 "results_acked": self.outbox.items}
 
     def measure_exploitability(self) -> float | None:
-        """Exact NashConv of the current Nash mixture, recorded over time."""
+        """Exact NashConv of the published mixture, recorded over time. With ``evaluator.publish:
+        least_exploitable`` the mixture is first re-solved over the measured snapshots and published,
+        and the meta-game Nash is measured beside it (``meta_nash_conv``)."""
+        if self.cfg.evaluator.publish == "least_exploitable":
+            self.publish_least_exploitable()
+            meta: NashView = ray.get(self.coordinator.meta_nash.remote())
+            if meta.members:
+                self._measure(meta, "meta_nash_conv")
         nash: NashView = ray.get(self.coordinator.nash.remote())
-        if not nash.members:
-            return None
-        ids = nash.ids
-        result = exact_nash_conv(self.game, [self.cache.get(a) for a in ids], nash.weights)
+        return self._measure(nash, "nash_conv") if nash.members else None
+
+    def _measure(self, nash: NashView, kind: str) -> float:
+        result = exact_nash_conv(self.game, [self.cache.get(a) for a in nash.ids], nash.weights)
         ray.get(self.coordinator.record_measurement.remote(
-            "nash_conv", result["nash_conv"], {"pool_version": nash.pool_version, "support": len(ids)}))
+            kind, result["nash_conv"], {"pool_version": nash.pool_version, "support": len(nash.ids),
+                                        "method": nash.method}))
         return result["nash_conv"]
+
+    def publish_least_exploitable(self) -> NashView | None:
+        """Solve and publish the mixture of the measured snapshots with the least exact NashConv."""
+        ids, pool_version = ray.get(self.coordinator.publish_candidates.remote())
+        if not ids:
+            return None
+        start = time.perf_counter()
+        profiles = [np.stack([self._profile(a, seat) for a in ids]) for seat in (0, 1)]
+        weights, _ = least_exploitable_mixture(self.game, *profiles)
+        return ray.get(self.coordinator.publish.remote(ids, weights.tolist(), pool_version,
+                                                       time.perf_counter() - start))
 
     def run(self) -> int:
         last_measure = 0.0

@@ -57,6 +57,9 @@ def load(argv: list[str] | None):
         info = game_info(cfg.game.name, **cfg.game.params)
     except (ValueError, TypeError) as exc:
         raise ConfigError("game.name", str(exc).splitlines()[0]) from None
+    if cfg.evaluator.publish == "least_exploitable" and not info.supports_exact:
+        raise ConfigError("evaluator.publish", f"least_exploitable needs a game with exact evaluation (Kuhn, Leduc, "
+                                               f"matrix games); {cfg.game.name} has none: use nash")
     for i, snap in enumerate(cfg.league.seed_snapshots):
         if not Path(snap).is_file():
             raise ConfigError(f"league.seed_snapshots[{i}]", f"no such file: {snap}")
@@ -330,6 +333,8 @@ def quality_text(status: dict[str, Any]) -> str:
     parts = [f"meta-expl {status.get('meta_exploitability', 0.0):.3f}"]
     if "nash_conv" in q:
         parts.append(f"NashConv {q['nash_conv']['value']:.3f}")
+    if "meta_nash_conv" in q:
+        parts.append(f"(meta-Nash {q['meta_nash_conv']['value']:.3f})")
     if "probe" in q:
         p = q["probe"]
         low, high = p.get("ci95", (p["value"], p["value"]))

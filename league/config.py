@@ -31,6 +31,7 @@ SCHEDULING = ("default", "spread")
 DEVICES = ("auto", "cpu", "cuda")
 SERVE_PROXY = ("HeadOnly", "EveryNode", "Disabled")
 SAMPLING = ("alphastar", "pfsp", "nash", "latest", "self")
+PUBLISH = ("nash", "least_exploitable")
 WEIGHTING = ("hard", "squared", "variance", "linear", "linear_capped")
 
 
@@ -222,6 +223,12 @@ class EvaluatorConfig:
     # index of the evaluator that measures the Nash mixture's exact exploitability
     # (games that support it); null: none does
     exploitability: int | None = 0
+    # What the league publishes as its Nash (/nash, Nash sampling, every measurement):
+    # "nash": the Nash of the meta-game over the measured snapshots;
+    # "least_exploitable": the mixture of the measured snapshots whose exact NashConv is least, an LP
+    # the measuring evaluator solves every run.exploitability_every_seconds (games with exact
+    # evaluation only: Kuhn, Leduc, matrix games). The meta-game Nash is still solved and measured.
+    publish: str = "nash"
     num_cpus: float = 0.25
     num_gpus: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)
@@ -344,6 +351,13 @@ class Config:
             raise ConfigError("serve.port", f"must be a TCP port, got {self.serve.port}")
         if self.evaluator.exploitability is not None:
             _nonneg("evaluator.exploitability", self.evaluator.exploitability)
+        if self.evaluator.publish not in PUBLISH:
+            raise ConfigError("evaluator.publish", f"must be one of {', '.join(PUBLISH)}, got {self.evaluator.publish!r}")
+        if self.evaluator.publish == "least_exploitable" and not (
+                self.evaluator.exploitability is not None and self.evaluator.exploitability < self.evaluator.count):
+            raise ConfigError("evaluator.publish", "least_exploitable is solved by the evaluator that measures "
+                                                   "exploitability: set evaluator.exploitability to the index of one of "
+                                                   f"the {self.evaluator.count} evaluators")
         for name in ("max_batch_size", "max_ongoing_requests", "play_sessions", "play_ttl_s"):
             _positive(f"serve.{name}", getattr(self.serve, name))
         _positive("snapshots.cache_size", self.snapshots.cache_size)

@@ -113,7 +113,10 @@ class League:
         self.payoff = PayoffTable(decay=cfg.league.payoff_decay, prior_games=cfg.league.payoff_prior_games)
         self.elo = EloTable(k=cfg.league.elo_k, initial=cfg.league.elo_initial)
         self.learners: dict[str, LearnerState] = {}
-        self.nash = NashState()
+        self.nash = NashState()  # the published mixture: what /nash, Nash sampling and measurements use
+        # the latest meta-game solve; unless ``evaluator.publish`` is least_exploitable it is ``nash``
+        self.meta_nash = self.nash
+        self.published: NashState | None = None  # the evaluator's least exploitable mixture, if any
         self.solver = NashSolver()
         self.pool_version = 0
         self.results_since_solve = 0
@@ -161,6 +164,7 @@ class League:
         if latest is not None:
             self.nash = NashState(**{k: latest[k] for k in ("ids", "weights", "entropy", "meta_exploitability",
                                                            "solved_at", "pool_version", "solve_seconds", "method")})
+            self.meta_nash = self.nash
             self.pool.protect(self.nash.support())
         self.counters.update(store.counters())
         for agent_id, total, steps in store.diversity_rows():
@@ -555,10 +559,10 @@ class League:
     def nash_due(self, now: float) -> bool:
         if len(self.pool) == 0:
             return False
-        if self.nash.pool_version != self.pool_version:
+        if self.meta_nash.pool_version != self.pool_version:
             return True
         return (self.results_since_solve >= self.cfg.league.nash_every_results
-                or (self.results_since_solve > 0 and now - self.nash.solved_at >= self.cfg.league.nash_every_seconds))
+                or (self.results_since_solve > 0 and now - self.meta_nash.solved_at >= self.cfg.league.nash_every_seconds))
 
     def measured_ids(self) -> list[str]:
         """The pool agents, oldest first, each kept only if its games against
@@ -598,10 +602,42 @@ class League:
         return state
 
     def set_nash(self, state: NashState) -> None:
-        """Adopt a solved Nash (solved here or in a worker thread) and persist it."""
-        self.nash = state
+        """Adopt a meta-game solve (solved here or in a worker thread): it is published, and
+        persisted, unless the league publishes the evaluator's least exploitable mixture and has one."""
+        self.meta_nash = state
         self.results_since_solve = 0
-        self.pool.protect(state.support())
+        if self.published is None:
+            self._publish(state)
+        else:
+            self.pool.protect({**self.published.support(), **state.support()})
+
+    def set_published(self, ids: Sequence[str], weights: Sequence[float], pool_version: int,
+                      solve_seconds: float = 0.0) -> NashState:
+        """Publish the exact evaluator's least exploitable mixture of measured snapshots
+        (``evaluator.publish: least_exploitable``) in place of the meta-game Nash. Members evicted
+        since are dropped and the rest renormalised; its meta-exploitability is measured on the
+        meta-game like the Nash's (it may be above 0: the mixture is chosen against every policy
+        of the game, not only against the pool's members)."""
+        ids, w = list(ids), np.asarray(weights, dtype=np.float64)
+        if len(ids) != len(w) or not len(ids) or not np.isfinite(w).all() or (w < 0).any():
+            raise ValueError(f"a published mixture needs one finite weight >= 0 per agent, got {len(ids)} ids "
+                             f"and weights {w.tolist()[:8]}")
+        keep = np.array([a in self.pool for a in ids])
+        if not (w[keep] > 0).any():
+            raise ValueError(f"no member of the published mixture is in the pool (ids {ids[:5]})")
+        ids, w = [a for a, k in zip(ids, keep) if k], w[keep] / w[keep].sum()
+        matrix = self.payoff.matrix(ids)
+        state = NashState(ids=ids, weights=w.tolist(), entropy=nash_entropy(w),
+                          meta_exploitability=float(meta_exploitability(matrix - 0.5, w)), solved_at=time.time(),
+                          pool_version=int(pool_version), solve_seconds=float(solve_seconds),
+                          method="least_exploitable")
+        self.published = state
+        self._publish(state)
+        return state
+
+    def _publish(self, state: NashState) -> None:
+        self.nash = state
+        self.pool.protect({**self.meta_nash.support(), **state.support()})
         if self.store is not None:
             self.store.save_nash(state.solved_at, state.pool_version, state.ids, state.weights, state.entropy,
                                  state.meta_exploitability, state.solve_seconds, state.method)

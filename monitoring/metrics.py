@@ -35,6 +35,9 @@ class LeagueMetrics:
                                          "Best pure deviation's gain against the Nash mixture (expected score)"),
             "exact_nash_conv": Gauge("league_exact_nash_conv",
                                      "Exact NashConv of the Nash mixture in the game (Kuhn, Leduc), last measured"),
+            "meta_nash_exact_nash_conv": Gauge("league_meta_nash_exact_nash_conv",
+                                               "Exact NashConv of the meta-game Nash, measured beside the published "
+                                               "least exploitable mixture (evaluator.publish: least_exploitable)"),
             "probe_br_return": Gauge("league_probe_br_return",
                                      "A trained best response's mean return against the Nash mixture (a lower bound "
                                      "on its exploitability), last probe; bound = mean, ci95_low, ci95_high",
