@@ -84,6 +84,7 @@ class ReportData:
     exact: dict[str, Any] = field(default_factory=dict)  # NashConv of the latest mixture, or why not
     probe: list[dict[str, Any]] = field(default_factory=list)  # best-response probes (measurements)
     objective: list[dict[str, Any]] = field(default_factory=list)  # learners' outcome novelty and reward gap
+    meta_nash_conv: list[dict[str, Any]] = field(default_factory=list)  # the meta-game Nash's, beside a published LP mixture
 
     @property
     def latest_nash(self) -> dict[str, Any] | None:
@@ -146,6 +147,7 @@ def load(run_dir: str | Path) -> ReportData:
                 counters=store.counters(),
                 probe=store.measurements("probe_br_return"),
                 objective=store.measurements("objective"),
+                meta_nash_conv=store.measurements("meta_nash_conv"),
             )
     except (sqlite3.DatabaseError, ValueError, KeyError) as exc:
         raise ReportError(f"{store.path} could not be read: {exc}") from None
@@ -412,6 +414,10 @@ def fig_exploitability(data: ReportData):
         if data.nash_conv:
             ax_nc.plot(clock([m["time"] for m in data.nash_conv]), [m["value"] for m in data.nash_conv],
                        marker=".", color="#9467bd", label="recorded (measurements)")
+        if data.meta_nash_conv:
+            ax_nc.plot(clock([m["time"] for m in data.meta_nash_conv]), [m["value"] for m in data.meta_nash_conv],
+                       marker=".", color="#8c564b", alpha=0.7,
+                       label="meta-game Nash of the same snapshots (the published mixture is the least exploitable)")
         if "nash_conv" in exact:
             ax_nc.plot([float(clock(data.t1()))], [exact["nash_conv"]], marker="*", ms=14, ls="none",
                        color="black", label=f"latest Nash mixture, now: {exact['nash_conv']:.4f}")
@@ -419,7 +425,8 @@ def fig_exploitability(data: ReportData):
             ax_nc.axhline(exact["uniform"], color="0.5", ls="--", lw=1,
                           label=f"uniform random: {exact['uniform']:.4f}")
         ax_nc.set_xlim(0, max(float(clock(data.t1())), 1e-3) * 1.03)
-        shown = [m["value"] for m in data.nash_conv] + [exact.get("nash_conv") or 0.0, exact.get("uniform") or 0.0]
+        shown = [m["value"] for m in data.nash_conv + data.meta_nash_conv]
+        shown += [exact.get("nash_conv") or 0.0, exact.get("uniform") or 0.0]
         shown += [2 * m.get("ci95", [0, m["value"]])[1] for m in data.probe]
         ax_nc.set_ylim(0, max(max(shown) * 1.25, 1e-3))  # headroom for the legend
         ax_nc.set_xlabel(clock.label)

@@ -100,11 +100,24 @@ def test_cluster_options_parse():
     ("evaluator.probe_every_seconds=-1", "evaluator.probe_every_seconds"),
     ("evaluator.probe_steps=0", "evaluator.probe_steps"),
     ("evaluator.probe_eval_episodes=0", "evaluator.probe_eval_episodes"),
+    ("evaluator.publish=best", "evaluator.publish"),
+    ("evaluator.exploitability=null", "evaluator.publish"),  # with publish: least_exploitable below
 ])
 def test_bad_probe_settings_name_their_key(override, key):
     with pytest.raises(ConfigError) as err:
-        load_config("configs/smoke.yaml", [override])
+        load_config("configs/smoke.yaml", [override] + (["evaluator.publish=least_exploitable"]
+                                                         if "exploitability" in override else []))
     assert err.value.key == key
+
+
+def test_least_exploitable_publishing_needs_a_game_with_exact_evaluation():
+    from actors.launch import load
+
+    with pytest.raises(ConfigError) as err:
+        load(["--config", "configs/connect_four.yaml", "evaluator.publish=least_exploitable"])
+    assert err.value.key == "evaluator.publish" and "exact" in str(err.value)
+    cfg, _ = load(["--config", "configs/leduc_poker.yaml"])
+    assert cfg.evaluator.publish == "least_exploitable"
 
 
 def test_the_progress_line_shows_probe_and_nash_conv_beside_meta_exploitability():
@@ -114,3 +127,5 @@ def test_the_progress_line_shows_probe_and_nash_conv_beside_meta_exploitability(
     status = {"meta_exploitability": 0.0, "quality": {"nash_conv": {"value": 2.73},
                                                        "probe": {"value": 0.8, "ci95": [0.71, 0.89]}}}
     assert quality_text(status) == "meta-expl 0.000 NashConv 2.730 probe BR +0.800 [0.710, 0.890]"
+    status["quality"]["meta_nash_conv"] = {"value": 1.2}
+    assert quality_text(status) == "meta-expl 0.000 NashConv 2.730 (meta-Nash 1.200) probe BR +0.800 [0.710, 0.890]"

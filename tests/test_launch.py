@@ -63,8 +63,9 @@ def test_sigint_stops_cleanly_and_the_league_resumes(tmp_path):
         assert set(checkpoints) == {"main_agent-0", "main_exploiter-0", "league_exploiter-0"}
         assert_exact_accounting(store, tmp_path)
 
-    out = subprocess.run([*cmd[:-1], "run.max_minutes=0.4"], cwd=ROOT, env=ENV, capture_output=True, text=True,
-                         timeout=300)
+    # resumed publishing the least exploitable mixture of the snapshots instead of the meta-game Nash
+    out = subprocess.run([*cmd[:-1], "run.max_minutes=0.4", "evaluator.publish=least_exploitable"], cwd=ROOT, env=ENV,
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     with LeagueStore(tmp_path, create=False) as store:
         evicted = {e["agent_id"] for e in store.events("evict")}
@@ -74,6 +75,13 @@ def test_sigint_stops_cleanly_and_the_league_resumes(tmp_path):
         assert len(store.events("coordinator_start")) == 2
         assert store.measurements("nash_conv"), "the evaluator records the exact NashConv over time"
         assert_exact_accounting(store, tmp_path)
+        published, measured = store.latest_nash(), store.measurements("nash_conv")[-1]
+        assert published["method"] == measured["method"] == "least_exploitable"
+        assert store.measurements("meta_nash_conv"), "the meta-game Nash is measured beside what is published"
+    from policies.exploitability import load_nash_mixture, nash_conv_of_mixture
+
+    _, models, weights = load_nash_mixture(tmp_path)  # what the league published, as the CLI reads it
+    assert nash_conv_of_mixture("kuhn_poker", models, weights)["nash_conv"] == pytest.approx(measured["value"], abs=1e-6)
 
     # the report, rendered from this real run: every figure drawn from data
     from test_report import FIGURES, _images

@@ -226,3 +226,30 @@ def test_an_exploiter_with_a_role_as_reset_to_restarts_from_that_roles_latest_sn
     record, reset = league.add_snapshot("league_exploiter-0", b"y", step=30)
     assert reset and league.learners["league_exploiter-0"].parent_id == newest.agent_id
     assert record.metadata["reset_to"] == newest.agent_id  # what the coordinator answers, also to a repeat
+
+
+def test_a_published_mixture_replaces_the_meta_nash_until_the_next_publication(cfg):
+    """evaluator.publish: least_exploitable. The evaluator's mixture is what the league publishes
+    (and stores, and protects from eviction); meta-game solves go on beside it without replacing it,
+    and decide alone when the next solve is due. Its meta-exploitability is measured on the
+    meta-game: here rock-paper-scissors, where the published (1/2, 1/2, 0) loses 1/4 to the best member."""
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    a, b, c = (league.add_snapshot("main_agent-0", x, step=i)[0].agent_id for i, x in enumerate((b"a", b"b", b"c")))
+    league.record_exact_many([(a, b, 1.0), (b, c, 1.0), (c, a, 1.0)])
+    meta = league.solve_nash()
+    assert league.nash_view().method == meta.method and league.meta_nash is meta
+    published = league.set_published([a, b, c, "evicted-long-ago"], [2.0, 2.0, 0.0, 1.0], league.pool_version)
+    assert published.ids == [a, b, c] and published.weights == pytest.approx([0.5, 0.5, 0.0])
+    assert published.meta_exploitability == pytest.approx(0.25)
+    assert league.nash_view().method == "least_exploitable" and league.store.latest_nash()["method"] == "least_exploitable"
+    assert not league.nash_due(meta.solved_at + 1.0)  # the meta-game solve is current
+    again = league.solve_nash()
+    assert league.meta_nash is again and league.nash is published  # a solve does not unpublish
+    assert set(league.pool._protected) == {a, b, c}
+    with pytest.raises(ValueError, match="weight"):
+        league.set_published([a, b], [1.0, float("nan")], league.pool_version)
+    with pytest.raises(ValueError, match="in the pool"):
+        league.set_published(["nobody"], [1.0], league.pool_version)
+    league.store.close()
+    reopened = League(cfg, LeagueStore(cfg.run.storage))
+    assert reopened.nash_view().method == "least_exploitable" and reopened.nash.weights == pytest.approx([0.5, 0.5, 0.0])
