@@ -7,11 +7,13 @@ For each game, both sides start from the same shipped config, ``configs/<game>.y
 
 - **league**: the config as shipped (its roles: main agent, main exploiters,
   league exploiters);
-- **self-play**: the same config with only the roles changed
-  (``roles.main_agent.sampling=self``, ``roles.main_exploiter.count=0``,
-  ``roles.league_exploiter.count=0``), so learner settings (``ppo``,
-  ``policy``, ``rollout``), the evaluator and the main agent's snapshot
-  cadence are the same; it publishes the Nash over its own snapshots.
+- **self-play**: the same config with only the roles and what is published
+  changed (``roles.main_agent.sampling=self``, ``roles.main_exploiter.count=0``,
+  ``roles.league_exploiter.count=0``, ``evaluator.publish=nash``), so learner
+  settings (``ppo``, ``policy``, ``rollout``), the evaluator and the main agent's
+  snapshot cadence are the same; it publishes the meta-game Nash over its own
+  snapshots (the league side of ``configs/leduc_poker.yaml`` publishes the least
+  exploitable mixture of its snapshots instead).
 
 Each run goes through the real launcher (``python -m actors.launch``) in a
 fresh storage folder for ``--minutes``, the sides alternating with the same
@@ -63,7 +65,7 @@ ALL_GAMES = ("kuhn_poker", "leduc_poker", "connect_four")
 SIDES = ("league", "selfplay")
 # Only the roles differ: the self-play side is the shipped config's main agent alone, playing itself.
 SELFPLAY_OVERRIDES = ("roles.main_agent.sampling=self", "roles.main_exploiter.count=0",
-                      "roles.league_exploiter.count=0")
+                      "roles.league_exploiter.count=0", "evaluator.publish=nash")
 BENCH_KEYS = ("run.storage", "run.seed", "run.max_minutes")  # the bench sets these per run
 Z95 = 1.959964
 
@@ -205,7 +207,8 @@ def check_configs(game: str, extra: Sequence[str]) -> tuple[str, dict, bool]:
     if cfg.roles.main_agent.count < 1:
         raise ValueError(f"configs/{game}.yaml: self-play needs roles.main_agent.count >= 1")
     if cfgs["league"] == cfg:
-        raise ValueError(f"configs/{game}.yaml already is self-play (no exploiters, the main agent plays itself): "
+        raise ValueError(f"configs/{game}.yaml already is self-play (no exploiters, the main agent plays itself, the meta-game Nash "
+                         "published): "
                          "nothing to compare; give the league side roles with --set, e.g. "
                          "--set roles.league_exploiter.count=1 (the self-play side keeps none)")
     info = game_info(cfg.game.name, **cfg.game.params)

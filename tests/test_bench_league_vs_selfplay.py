@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # ----------------------------------------------------------- the two sides
 @pytest.mark.parametrize("game", bench.ALL_GAMES)
-def test_selfplay_side_is_the_shipped_config_with_only_the_roles_changed(game, tmp_path):
+def test_selfplay_side_is_the_shipped_config_with_only_the_roles_and_the_publisher_changed(game, tmp_path):
     extra = ["rollout.lanes=1", "roles.league_exploiter.count=1"]  # a league side even where the config has none
     cfgs = {side: load_config(bench.config_path(game), bench.run_overrides(
         side, minutes=0.5, storage=tmp_path / side, seed=2, extra=extra)) for side in bench.SIDES}
@@ -36,7 +36,9 @@ def test_selfplay_side_is_the_shipped_config_with_only_the_roles_changed(game, t
     league_roles, selfplay_roles = league.pop("roles"), selfplay.pop("roles")
     for d in (league, selfplay):
         d["run"].pop("storage")
-    assert league == selfplay  # ppo, policy, rollout, evaluator, run budget and seed: identical
+    assert selfplay["evaluator"].pop("publish") == "nash"  # self-play publishes the meta-game Nash
+    league["evaluator"].pop("publish")
+    assert league == selfplay  # ppo, policy, rollout, the rest of the evaluator, run budget and seed: identical
     assert league["run"]["max_minutes"] == 0.5 and league["run"]["seed"] == 2
     assert league["rollout"]["lanes"] == 1  # --set reaches both sides
     # the main agent keeps everything (its snapshot cadence too) but plays itself
@@ -46,11 +48,13 @@ def test_selfplay_side_is_the_shipped_config_with_only_the_roles_changed(game, t
     assert league_roles["main_exploiter"]["count"] + league_roles["league_exploiter"]["count"] > 0
 
 
-def test_a_config_that_already_is_self_play_is_refused_until_the_league_side_gets_roles():
-    # configs/leduc_poker.yaml ships the main agent alone, in self-play (docs/design.md)
+def test_a_config_that_already_is_self_play_is_refused_until_the_league_side_differs():
+    # configs/leduc_poker.yaml ships the main agent alone, in self-play, publishing the least
+    # exploitable mixture of its snapshots; the self-play side publishes the meta-game Nash
+    assert bench.check_configs("leduc_poker", [])[0] == "leduc_poker"
     with pytest.raises(ValueError, match="already is self-play"):
-        bench.check_configs("leduc_poker", [])
-    assert bench.check_configs("leduc_poker", ["roles.league_exploiter.count=1"])[0] == "leduc_poker"
+        bench.check_configs("leduc_poker", ["evaluator.publish=nash"])
+    assert bench.check_configs("leduc_poker", ["evaluator.publish=nash", "roles.league_exploiter.count=1"])
 
 
 def test_runs_alternate_sides_seed_by_seed():
