@@ -64,7 +64,10 @@ class EvaluatorImpl:
         least_exploitable`` the mixture is first re-solved over the measured snapshots and published,
         and the meta-game Nash is measured beside it (``meta_nash_conv``)."""
         if self.cfg.evaluator.publish == "least_exploitable":
-            self.publish_least_exploitable()
+            try:
+                self.publish_least_exploitable()
+            except (ValueError, RuntimeError) as exc:  # an LP HiGHS could not solve: keep what is published
+                log.warning("%s: least exploitable mixture not published (%s)", self.evaluator_id, exc)
             meta: NashView = ray.get(self.coordinator.meta_nash.remote())
             if meta.members:
                 self._measure(meta, "meta_nash_conv")
