@@ -165,6 +165,8 @@ class League:
             self.nash = NashState(**{k: latest[k] for k in ("ids", "weights", "entropy", "meta_exploitability",
                                                            "solved_at", "pool_version", "solve_seconds", "method")})
             self.meta_nash = self.nash
+            if self.nash.method == "least_exploitable" and self.cfg.evaluator.publish == "least_exploitable":
+                self.published = self.nash  # a meta-game solve does not replace it before the next publication
             self.pool.protect(self.nash.support())
         self.counters.update(store.counters())
         for agent_id, total, steps in store.diversity_rows():

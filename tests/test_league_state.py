@@ -251,5 +251,14 @@ def test_a_published_mixture_replaces_the_meta_nash_until_the_next_publication(c
     with pytest.raises(ValueError, match="in the pool"):
         league.set_published(["nobody"], [1.0], league.pool_version)
     league.store.close()
+    cfg.evaluator.publish = "least_exploitable"
+    resumed = League(cfg, LeagueStore(cfg.run.storage))
+    assert resumed.nash_view().method == "least_exploitable" and resumed.nash.weights == pytest.approx([0.5, 0.5, 0.0])
+    resumed.solve_nash()  # resumed publishing the least exploitable mixture: a solve keeps it published
+    assert resumed.nash_view().method == "least_exploitable"
+    resumed.store.close()
+    cfg.evaluator.publish = "nash"
     reopened = League(cfg, LeagueStore(cfg.run.storage))
-    assert reopened.nash_view().method == "least_exploitable" and reopened.nash.weights == pytest.approx([0.5, 0.5, 0.0])
+    assert reopened.nash_view().method == "least_exploitable"  # what was published last, until the next solve
+    reopened.solve_nash()  # resumed with publish: nash, the meta-game Nash is published again
+    assert reopened.nash_view().method == meta.method
