@@ -332,6 +332,8 @@ class LeagueCoordinatorImpl:
             self.metrics.set("exact_nash_conv", q["nash_conv"]["value"])
         if "meta_nash_conv" in q:
             self.metrics.set("meta_nash_exact_nash_conv", q["meta_nash_conv"]["value"])
+        elif "nash_conv" in q and self.cfg.evaluator.publish == "nash":  # the meta-game Nash is what is published
+            self.metrics.set("meta_nash_exact_nash_conv", q["nash_conv"]["value"])
         if "probe" in q:
             p = q["probe"]
             self.metrics.set("probe_br_return", p["value"], bound="mean")

@@ -36,8 +36,9 @@ class LeagueMetrics:
             "exact_nash_conv": Gauge("league_exact_nash_conv",
                                      "Exact NashConv of the Nash mixture in the game (Kuhn, Leduc), last measured"),
             "meta_nash_exact_nash_conv": Gauge("league_meta_nash_exact_nash_conv",
-                                               "Exact NashConv of the meta-game Nash, measured beside the published "
-                                               "least exploitable mixture (evaluator.publish: least_exploitable)"),
+                                               "Exact NashConv of the meta-game Nash (Kuhn, Leduc): the published "
+                                               "mixture's unless evaluator.publish is least_exploitable, where it is "
+                                               "measured beside it"),
             "probe_br_return": Gauge("league_probe_br_return",
                                      "A trained best response's mean return against the Nash mixture (a lower bound "
                                      "on its exploitability), last probe; bound = mean, ci95_low, ci95_high",
