@@ -13,7 +13,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from league.payoff import id_codes
+from league.payoff import canonical_codes, id_codes
 
 UNIFORM_RANDOM = "uniform_random"
 
@@ -116,11 +116,7 @@ class EloTable:
             k = int(bad[0])
             raise ValueError(f"Elo pairs: need games >= 1 and 0 <= score sum <= games, got {int(n_int[k])} and "
                              f"{float(totals[k])}")
-        # one slot per distinct name (a name listed twice shares it)
-        first: dict[str, int] = {}
-        canon = np.zeros(len(names), dtype=np.int64)
-        for k in np.unique(np.concatenate([a, b])).tolist():
-            canon[k] = first.setdefault(names[k], k)
+        canon, first = canonical_codes(names, a, b)  # one slot per distinct name
         ca, cb = canon[a], canon[b]
         ratings, anchors, k = self.ratings, self.anchors, self.k
         r, moves = [0.0] * len(names), [False] * len(names)

@@ -611,7 +611,7 @@ class League:
         if self.published is None:
             self._publish(state)
         else:
-            self.pool.protect({**self.published.support(), **state.support()})
+            self._protect()
 
     def set_published(self, ids: Sequence[str], weights: Sequence[float], pool_version: int,
                       solve_seconds: float = 0.0) -> NashState:
@@ -637,9 +637,13 @@ class League:
         self._publish(state)
         return state
 
+    def _protect(self) -> None:
+        """No agent with weight in the published mixture or the meta-game Nash is evicted."""
+        self.pool.protect({**self.meta_nash.support(), **self.nash.support()})
+
     def _publish(self, state: NashState) -> None:
         self.nash = state
-        self.pool.protect({**self.meta_nash.support(), **state.support()})
+        self._protect()
         if self.store is not None:
             self.store.save_nash(state.solved_at, state.pool_version, state.ids, state.weights, state.entropy,
                                  state.meta_exploitability, state.solve_seconds, state.method)

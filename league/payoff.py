@@ -191,23 +191,17 @@ class PayoffTable:
     def _index_codes(self, names: Sequence[str], a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``_index_pairs`` of rows given as codes into ``names``: only the names the rows use are
         validated and indexed (added if new), once each."""
-        used = np.unique(np.concatenate([a, b]))
-        if len(used) and (used[0] < 0 or used[-1] >= len(names)):
-            raise ValueError(f"agent codes must index the {len(names)} names given")
-        first: dict[str, int] = {}  # a name listed twice gets one code
-        canon = np.zeros(len(names), dtype=np.int64)
-        for k in used.tolist():
-            x = names[k]
+        canon, first = canonical_codes(names, a, b)
+        for x in first:
             if not isinstance(x, str) or not x:
                 raise ValueError(f"agent ids must be non-empty strings, got {x!r}")
-            canon[k] = first.setdefault(x, k)
         same = np.flatnonzero(canon[a] == canon[b])
         if len(same):
             raise ValueError(f"an agent cannot be recorded against itself ({names[int(a[same[0]])]!r})")
         table = np.zeros(len(names), dtype=np.int64)
-        for k in used.tolist():
-            table[k] = self.add_agent(names[k])
-        return table[a], table[b]
+        for x, k in first.items():
+            table[k] = self.add_agent(x)
+        return table[canon[a]], table[canon[b]]
 
     def _decay_and_add(self, i, j, dk, wsum, dsum, lsum) -> list[tuple[str, str]]:
         """Pairs (i[k], j[k]), i < j: decay old counts by dk and add wins/draws/losses seen from i's
@@ -330,6 +324,19 @@ class MatchDatabase:
                 if n == len(lines) and not line.endswith("\n"):
                     continue  # a torn last line: the process died mid-append
                 raise ValueError(f"{self._path}:{n}: unreadable match record ({exc})") from exc
+
+
+def canonical_codes(names: Sequence[str], a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+    """For rows given as codes into ``names``: ``canon[k]``, the first code the rows use for the
+    name ``names[k]`` (a name listed twice is one agent), and ``first``, each used name's code."""
+    used = np.unique(np.concatenate([a, b]))
+    if len(used) and (used[0] < 0 or used[-1] >= len(names)):
+        raise ValueError(f"agent codes must index the {len(names)} names given")
+    first: dict[str, int] = {}
+    canon = np.zeros(len(names), dtype=np.int64)
+    for k in used.tolist():
+        canon[k] = first.setdefault(names[k], k)
+    return canon, first
 
 
 def id_codes(a_ids: Sequence[str], b_ids: Sequence[str]) -> tuple[list, np.ndarray, np.ndarray]:

@@ -101,13 +101,18 @@ def test_cluster_options_parse():
     ("evaluator.probe_steps=0", "evaluator.probe_steps"),
     ("evaluator.probe_eval_episodes=0", "evaluator.probe_eval_episodes"),
     ("evaluator.publish=best", "evaluator.publish"),
-    ("evaluator.exploitability=null", "evaluator.publish"),  # with publish: least_exploitable below
 ])
 def test_bad_probe_settings_name_their_key(override, key):
     with pytest.raises(ConfigError) as err:
-        load_config("configs/smoke.yaml", [override] + (["evaluator.publish=least_exploitable"]
-                                                         if "exploitability" in override else []))
+        load_config("configs/smoke.yaml", [override])
     assert err.value.key == key
+
+
+def test_least_exploitable_publishing_needs_the_evaluator_that_measures_exploitability():
+    for overrides in (["evaluator.exploitability=null"], ["evaluator.count=0"]):
+        with pytest.raises(ConfigError) as err:
+            load_config("configs/smoke.yaml", ["evaluator.publish=least_exploitable", *overrides])
+        assert err.value.key == "evaluator.publish"
 
 
 def test_least_exploitable_publishing_needs_a_game_with_exact_evaluation():
