@@ -4,7 +4,7 @@ Simulated rollout workers run the rollout worker's own path at full speed agains
 ``LeagueCoordinator`` actor whose pool holds 1,000 frozen agents (plus the default league's four
 learners): each round a client draws ``--matches`` matches from the coordinator's match plan for
 its learner (``league.matchmaking.MatchSampler``; as a worker, it keeps one long-poll request for a
-newer plan out), makes up their outcomes, and every ``--batch-games`` games (default
+newer plan out and takes a newer plan between reports, not between draws), makes up their outcomes, and every ``--batch-games`` games (default
 ``rollout.results_batch_size``) reports them as one per-pair ``ResultBatch`` and waits for the
 acknowledgement. ``inprocess`` is the same loop on a plain ``League`` with no Ray in between: the
 ceiling of the league's own Python.
@@ -18,6 +18,8 @@ scheduler's share); ``coordinator_ping_p50_ms``/``_p99_ms`` the round trip of th
 cheapest call from the driver every 20 ms; ``coordinator_cores`` and ``client_cores`` the CPU the
 coordinator's and the clients' processes used, ``coordinator_runqueue_wait`` the seconds a second
 the coordinator's threads waited for a CPU.
+
+``--set KEY=VALUE`` adds config overrides (e.g. ``--set rollout.results_batch_size=4096``).
 
 On a 2-core machine a Ray actor process costs ~100 MB and ~1 s of CPU to start, so at most
 ``--max-actors`` client processes are started; more clients than that run as concurrent loops
@@ -39,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 POOL = 1000
+OVERRIDES: list[str] = []  # --set key=value: config overrides on top of the bench's own
 
 
 def bench_config(storage: str):
@@ -47,7 +50,7 @@ def bench_config(storage: str):
     # No periodic Nash re-solve of the 1000x1000 meta-game during the measure: this measures the
     # request path. (A solve runs in a thread of the coordinator; its cost is bench.nash's subject.)
     return load_config(None, [f"run.storage={storage}", "league.nash_every_seconds=3600",
-                              "league.nash_every_results=1000000000", "serve.api=false"])
+                              "league.nash_every_results=1000000000", "serve.api=false", *OVERRIDES])
 
 
 def seed_pool(storage: str) -> list[str]:
@@ -206,7 +209,7 @@ def make_client():
                 out["plans"] += plan is not None
                 sampler.update(plan)
 
-        async def _loop(self, source: str, k: int, until: float, out: dict) -> None:
+        async def _loop(self, source: str, k: int, until: float, out: dict, share: bool) -> None:
             from league.matchmaking import MatchSampler
             from league.seeds import generator
 
@@ -231,7 +234,7 @@ def make_client():
                     await self.coordinator.report_results.remote(report.take(source, seq, lid))
                     out["report"].append(time.perf_counter() - t0)
                     out["results"] += n
-                else:
+                elif share:
                     await asyncio.sleep(0)  # the other loops of this process get their turn
             await follow
 
@@ -239,7 +242,9 @@ def make_client():
             """``loops`` simulated rollout workers in this process."""
             await asyncio.sleep(max(0.0, start_at - time.time()))
             out = {"lat": [], "queued": [], "report": [], "first_plan": [], "plans": 0, "results": 0}
-            await asyncio.gather(*(self._loop(f"{self.name}:{tag}:{k}", k, start_at + seconds, out)
+            # one loop alone yields to the plan's long poll only while it waits for a report's ack,
+            # as a worker checks for a newer plan between env steps, not between draws
+            await asyncio.gather(*(self._loop(f"{self.name}:{tag}:{k}", k, start_at + seconds, out, loops > 1)
                                    for k in range(loops)))
             return out
 
@@ -323,7 +328,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-games", type=int, default=None,
                         help="games per report (default: rollout.results_batch_size, as a worker reports)")
     parser.add_argument("--max-actors", type=int, default=64, help="client processes at most (see above)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override, e.g. ray.coordinator_niceness=null (repeatable)")
     args = parser.parse_args(argv)
+    OVERRIDES[:] = args.set
     if args.batch_games is None:
         args.batch_games = bench_config(".").rollout.results_batch_size
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -337,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         served = with_ray(str(root / "seeded"), counts, args.seconds, args.matches, args.batch_games, args.max_actors)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    settings = {"pool": POOL, "matches": args.matches, "batch_games": args.batch_games, "seconds": args.seconds}
+    settings = {"pool": POOL, "matches": args.matches, "batch_games": args.batch_games, "seconds": args.seconds,
+                "overrides": args.set}
     print(json.dumps({"clients": served, "inprocess": ceiling, "settings": settings}), flush=True)
     return 0
 

@@ -240,6 +240,15 @@ class PlanBranch:
         return np.diff(self.cdf, prepend=0.0) / self.cdf[-1]
 
 
+def _compact(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(codes, return_inverse=True)`` for codes in ``[0, size)``, without sorting: the
+    used codes in increasing order and each code's index among them (a draw's hot path)."""
+    seen = np.zeros(size, dtype=bool)
+    seen[codes] = True
+    rank = np.cumsum(seen, dtype=np.int64) - 1
+    return np.flatnonzero(seen), rank[codes]
+
+
 @dataclass(frozen=True)
 class MatchPlan:
     """A learner's opponent distribution at one moment of the league, to draw matches from without
@@ -301,12 +310,11 @@ class MatchPlan:
             codes = branch = np.zeros(0, dtype=np.int64)
         if order is not None:
             codes, branch = codes[order], branch[order]
-        used, opponent = np.unique(codes, return_inverse=True)
-        used_b, branch = np.unique(branch, return_inverse=True)
+        used, opponent = _compact(codes, len(self._names))
+        used_b, branch = _compact(branch, len(self._branch_names))
         names, branch_names = self._names, self._branch_names
         return MatchAssignments(self.learner_id, tuple(names[u] for u in used.tolist()), self._live[used],
-                                opponent.reshape(-1).astype(np.int64), tuple(branch_names[u] for u in used_b.tolist()),
-                                branch.reshape(-1).astype(np.int64))
+                                opponent, tuple(branch_names[u] for u in used_b.tolist()), branch)
 
     def distribution(self) -> dict[tuple[str, str, bool], float]:
         """Probability of each (opponent, branch, live) per match: what the plan's draws converge to."""

@@ -74,3 +74,16 @@ def test_a_sampler_draws_from_the_plan_it_was_given(tmp_path):
     assert same(sampler.draw(50), plan.draw(np.random.default_rng(3), 50))
     with pytest.raises(ValueError, match="unknown learner"):
         league.match_plan("nobody")
+
+
+@pytest.mark.parametrize("size, n", [(1, 1), (5, 3), (1004, 512), (40, 10_000)])
+def test_a_draws_compaction_is_numpys_unique(size, n):
+    """A draw lists the opponents it used and each match's index among them; the sort-free
+    compaction gives exactly what ``np.unique(..., return_inverse=True)`` gives."""
+    from league.matchmaking import _compact
+
+    codes = np.random.default_rng(size + n).integers(0, size, n)
+    used, inverse = _compact(codes, size)
+    ref_used, ref_inverse = np.unique(codes, return_inverse=True)
+    assert used.tolist() == ref_used.tolist() and inverse.tolist() == ref_inverse.reshape(-1).tolist()
+    assert inverse.dtype == np.int64 and (used[inverse] == codes).all()
