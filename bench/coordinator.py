@@ -16,8 +16,11 @@ waiting) ``match_plan``. Where the time goes, on Linux (schedstat): ``next_match
 is the same wait less the time the client's thread was runnable but not on a CPU (the OS
 scheduler's share); ``coordinator_ping_p50_ms``/``_p99_ms`` the round trip of the coordinator's
 cheapest call from the driver every 20 ms; ``coordinator_cores`` and ``client_cores`` the CPU the
-coordinator's and the clients' processes used, ``coordinator_runqueue_wait`` the seconds a second
-the coordinator's threads waited for a CPU.
+coordinator's and the clients' processes used, ``machine_cores`` what the whole machine used (of
+``machine_cpus``), ``coordinator_runqueue_wait`` the seconds a second
+the coordinator's threads waited for a CPU. CPU is read on the coordinator's node: ``client_cores`` counts
+the ``actors_on_coordinator_node`` of the ``actors`` client processes (all of them on one machine).
+``--address auto`` runs on a running cluster instead, client processes spread over its nodes.
 
 ``--set KEY=VALUE`` adds config overrides (e.g. ``--set rollout.results_batch_size=4096``).
 
@@ -89,7 +92,11 @@ class Report:
 
     def add(self, got, rng: np.random.Generator) -> None:
         local, scores = simulated_games(got, rng)
-        table = np.array([self.names.setdefault(o, len(self.names)) for o in got.opponents], dtype=np.int64)
+        names = self.names
+        if not names.keys() >= set(got.opponents):
+            for o in got.opponents:
+                names.setdefault(o, len(names))
+        table = np.fromiter(map(names.__getitem__, got.opponents), dtype=np.int64, count=len(got.opponents))
         self.codes.append(table[local])
         self.scores.append(scores)
         self.n += len(local)
@@ -134,6 +141,18 @@ def process_clock(pids: list[int]) -> tuple[int, int]:
             except (OSError, IndexError, ValueError):
                 continue
     return cpu, wait
+
+
+def machine_busy_ns() -> int:
+    """Nanoseconds every CPU of the machine has been busy (Linux /proc/stat: all but idle and
+    iowait), so the bench can say how full the machine was; 0 where not available."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0
+    ticks = sum(fields[:8]) - fields[3] - fields[4]  # user nice system idle iowait irq softirq steal
+    return ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
 def summary(results: int, seconds: float, latencies_s: list[float], report_s: list[float],
@@ -248,8 +267,8 @@ def make_client():
                                    for k in range(loops)))
             return out
 
-        def ready(self) -> int:
-            return os.getpid()
+        def ready(self) -> tuple[int, str]:
+            return os.getpid(), ray.get_runtime_context().get_node_id()
 
     return Client
 
@@ -269,14 +288,19 @@ def ping_coordinator(coordinator, start_at: float, seconds: float, every: float 
     return out
 
 
-def with_ray(storage: str, counts: list[int], seconds: float, matches: int, batch_games: int, max_actors: int) -> dict:
+def with_ray(storage: str, counts: list[int], seconds: float, matches: int, batch_games: int, max_actors: int,
+             address: str | None = None) -> dict:
     import ray
 
     from actors.coordinator import LeagueCoordinator
     from actors.placement import coordinator_options
 
-    ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1", num_cpus=8, log_to_driver=False,
-             namespace="bench")
+    if address:  # a running cluster: the coordinator on this (the storage's) node, clients spread
+        ray.init(address=address, log_to_driver=False, namespace="bench")
+    else:
+        ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1", num_cpus=8,
+                 log_to_driver=False, namespace="bench")
+    here = ray.get_runtime_context().get_node_id()
     try:
         cfg = bench_config(storage)
         coordinator = LeagueCoordinator.options(name="coordinator", **coordinator_options(cfg)).remote(cfg)
@@ -288,20 +312,22 @@ def with_ray(storage: str, counts: list[int], seconds: float, matches: int, batc
         for n in counts:
             actors = min(n, max_actors)
             while len(clients) < actors:
-                clients.append(Client.remote(f"c{len(clients)}", coordinator, learners, matches, batch_games,
-                                             cfg.league.match_plan_seconds))
-            client_pids = ray.get([c.ready.remote() for c in clients[:actors]])
+                clients.append(Client.options(scheduling_strategy="SPREAD").remote(
+                    f"c{len(clients)}", coordinator, learners, matches, batch_games, cfg.league.match_plan_seconds))
+            placed = ray.get([c.ready.remote() for c in clients[:actors]])
+            client_pids = [pid for pid, node in placed if node == here]  # CPU is read on this node only
             start_at = time.time() + 1.0
             print(f"bench.coordinator: {n} clients: measuring for {seconds} s", file=sys.stderr, flush=True)
             runs = [c.run.remote(f"n{n}", n // actors + (i < n % actors), start_at, seconds)
                     for i, c in enumerate(clients[:actors])]
             time.sleep(max(0.0, start_at - time.time()))
-            def usage():  # the coordinator's CPU and run-queue wait, the clients' CPU (ns); the time (s)
-                return (*process_clock([coordinator_pid]), process_clock(client_pids)[0], time.perf_counter())
+            def usage():  # the coordinator's CPU and run-queue wait, the clients' CPU, the machine's (ns); the time (s)
+                return (*process_clock([coordinator_pid]), process_clock(client_pids)[0], machine_busy_ns(),
+                        time.perf_counter())
 
             before = usage()
             pings = ping_coordinator(coordinator, start_at, seconds)
-            c_cpu, c_wait, w_cpu, wall = (x - y for x, y in zip(usage(), before))
+            c_cpu, c_wait, w_cpu, busy, wall = (x - y for x, y in zip(usage(), before))
             parts = ray.get(runs)
             cat = lambda key: [x for p in parts for x in p[key]]
             out[str(n)] = {**summary(sum(p["results"] for p in parts), seconds, cat("lat"), cat("report"),
@@ -313,7 +339,11 @@ def with_ray(storage: str, counts: list[int], seconds: float, matches: int, batc
                            "coordinator_cores": round(c_cpu / 1e9 / wall, 3),
                            "coordinator_runqueue_wait": round(c_wait / 1e9 / wall, 3),
                            "client_cores": round(w_cpu / 1e9 / wall, 3),
-                           "plans_received": sum(p["plans"] for p in parts), "actors": actors}
+                           # every process of the machine (Ray's own daemons and the driver too), of os.cpu_count()
+                           "machine_cores": round(busy / 1e9 / wall, 3), "machine_cpus": os.cpu_count(),
+                           "plans_received": sum(p["plans"] for p in parts), "actors": actors,
+                           "client_nodes": len({node for _, node in placed}),
+                           "actors_on_coordinator_node": len(client_pids)}
             print(f"bench.coordinator: {n} clients: {out[str(n)]}", file=sys.stderr, flush=True)
         return out
     finally:
@@ -328,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-games", type=int, default=None,
                         help="games per report (default: rollout.results_batch_size, as a worker reports)")
     parser.add_argument("--max-actors", type=int, default=64, help="client processes at most (see above)")
+    parser.add_argument("--address", default=None,
+                        help="a running Ray cluster (e.g. auto) instead of a local Ray: the coordinator runs on "
+                             "this node, client processes spread over the cluster's nodes")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override, e.g. ray.coordinator_niceness=null (repeatable)")
     args = parser.parse_args(argv)
@@ -342,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         ceiling = inprocess(str(root / "inprocess"), args.seconds, args.matches, args.batch_games)
         print(f"bench.coordinator: inprocess: {ceiling}", file=sys.stderr, flush=True)
         counts = [int(c) for c in args.clients.split(",")]
-        served = with_ray(str(root / "seeded"), counts, args.seconds, args.matches, args.batch_games, args.max_actors)
+        served = with_ray(str(root / "seeded"), counts, args.seconds, args.matches, args.batch_games, args.max_actors,
+                          args.address)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     settings = {"pool": POOL, "matches": args.matches, "batch_games": args.batch_games, "seconds": args.seconds,

@@ -313,8 +313,8 @@ class MatchPlan:
         used, opponent = _compact(codes, len(self._names))
         used_b, branch = _compact(branch, len(self._branch_names))
         names, branch_names = self._names, self._branch_names
-        return MatchAssignments(self.learner_id, tuple(names[u] for u in used.tolist()), self._live[used],
-                                opponent, tuple(branch_names[u] for u in used_b.tolist()), branch)
+        return MatchAssignments(self.learner_id, tuple([names[u] for u in used.tolist()]), self._live[used],
+                                opponent, tuple([branch_names[u] for u in used_b.tolist()]), branch)
 
     def distribution(self) -> dict[tuple[str, str, bool], float]:
         """Probability of each (opponent, branch, live) per match: what the plan's draws converge to."""
