@@ -156,6 +156,59 @@ def test_elo_of_many_games_closes_on_the_rating_that_expects_the_score(p, anchor
     assert pairs.games["p"] == 6 * n
 
 
+def reference_pair_elo(ratings: dict, moving: set, pairs, k: float) -> dict:
+    """Elo over (a, b, games, score sum) rows, pair after pair, as docs/design.md states it: the
+    step of n games linearised around the expected score, never past the gap that expects the
+    pair's mean score (smoothed by half a game)."""
+    import math
+
+    from league.elo import _expected
+
+    r, slope = dict(ratings), math.log(10.0) / 400.0
+    for a, b, n, total in pairs:
+        movers = (a in moving) + (b in moving)
+        if a == b or not movers:
+            continue
+        e, s = _expected(r[b] - r[a]), total / n
+        if n == 1:
+            gap = movers * k * (s - e)
+        else:
+            ch = movers * k * e * (1 - e) * slope
+            gap = movers * k * n * (s - e) if ch < 1e-12 else (s - e) / (ch / (movers * k)) * (1 - (1 - ch) ** n)
+            s = min(max(s, 0.5 / n), 1 - 0.5 / n)
+            beyond = 400 * math.log10(s / (1 - s)) - (r[a] - r[b])
+            gap = max(gap, min(beyond, 0.0)) if gap < 0 else min(gap, max(beyond, 0.0))
+        share = gap / movers
+        r[a] += share if a in moving else 0.0
+        r[b] -= share if b in moving else 0.0
+    return r
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_elo_of_pairs_is_the_reference_arithmetic_exactly(seed):
+    """The coordinator's Elo loop (written out for speed) gives, to the last bit, the ratings of the
+    plain formula: one game, many games, all-or-nothing scores, clamped steps, an anchored agent."""
+    rng = np.random.default_rng(seed)
+    names = ["main_agent-0", *(f"s{i}" for i in range(30)), UNIFORM_RANDOM]
+    table = EloTable(k=16)
+    for _ in range(4):
+        m = int(rng.integers(1, 120))
+        a, b = rng.integers(0, len(names), m), rng.integers(0, len(names), m)
+        a[: m // 2] = 0  # most rows are the learner's, as in a worker's report
+        keep = a != b
+        a, b = a[keep], b[keep]
+        games = rng.integers(1, [2, 30, 10 ** 5][seed % 3], len(a))
+        scores = np.where(rng.random(len(a)) < 0.3, rng.choice([0.0, 1.0], len(a)), rng.random(len(a))) * games
+        for x in names:
+            table.add(x)
+        before = dict(table.ratings)
+        want = reference_pair_elo(before, {x for x in names if x not in table.anchors},
+                                  [(names[i], names[j], int(n), float(t)) for i, j, n, t in zip(a, b, games, scores)],
+                                  table.k)
+        table.update_pair_codes(names, a, b, games, scores)
+        assert table.ratings == want
+
+
 def test_a_staged_pair_batch_comes_back_whole(tmp_path):
     batch = random_batch(("main_agent-0", "x", "y"), np.random.default_rng(5), 50).aggregated()
     box = Outbox(tmp_path, "w")
