@@ -3,11 +3,11 @@
 Simulated rollout workers run the rollout worker's own path at full speed against a real
 ``LeagueCoordinator`` actor whose pool holds 1,000 frozen agents (plus the default league's four
 learners): each round a client draws ``--matches`` matches from the coordinator's match plan for
-its learner (``league.matchmaking.MatchSampler``; as a worker, it keeps one long-poll request for a
-newer plan out and takes a newer plan between reports, not between draws), makes up their outcomes, and every ``--batch-games`` games (default
-``rollout.results_batch_size``) reports them as one per-pair ``ResultBatch`` and waits for the
-acknowledgement. ``inprocess`` is the same loop on a plain ``League`` with no Ray in between: the
-ceiling of the league's own Python.
+its learner (``league.matchmaking.MatchSampler``; as a worker, it keeps one long-poll request
+for a newer plan out and takes a newer plan between reports, not between draws), makes up their
+outcomes, and every ``--batch-games`` games (default ``rollout.results_batch_size``) reports them
+as one per-pair ``ResultBatch`` and waits for the acknowledgement. ``inprocess`` is the same loop
+on a plain ``League`` with no Ray in between: the ceiling of the league's own Python.
 
 Prints one JSON line: ``{"clients": {"16": {...}, ...}, "inprocess": {...}, "settings": {...}}``,
 each entry with ``results_per_s``, ``next_matches_p50_ms`` and ``next_matches_p99_ms`` (the time
@@ -17,12 +17,12 @@ is the same wait less the time the client's thread was runnable but not on a CPU
 scheduler's share); ``coordinator_ping_p50_ms``/``_p99_ms`` the round trip of the coordinator's
 cheapest call from the driver every 20 ms; ``coordinator_cores`` and ``client_cores`` the CPU the
 coordinator's and the clients' processes used, ``machine_cores`` what the whole machine used (of
-``machine_cpus``), ``coordinator_runqueue_wait`` the seconds a second
-the coordinator's threads waited for a CPU. CPU is read on the coordinator's node: ``client_cores`` counts
-the ``actors_on_coordinator_node`` of the ``actors`` client processes (all of them on one machine).
+``machine_cpus``), ``coordinator_runqueue_wait`` the seconds a second the coordinator's threads
+waited for a CPU. CPU is read on the coordinator's node: ``client_cores`` counts the
+``actors_on_coordinator_node`` of the ``actors`` client processes (all of them on one machine).
 ``--address auto`` runs on a running cluster instead, client processes spread over its nodes.
 
-``--set KEY=VALUE`` adds config overrides (e.g. ``--set rollout.results_batch_size=4096``).
+``--set KEY=VALUE`` adds config overrides (e.g. ``--set league.match_plan_seconds=5``).
 
 On a 2-core machine a Ray actor process costs ~100 MB and ~1 s of CPU to start, so at most
 ``--max-actors`` client processes are started; more clients than that run as concurrent loops
