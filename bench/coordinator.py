@@ -362,11 +362,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="a running Ray cluster (e.g. auto) instead of a local Ray: the coordinator runs on "
                              "this node, client processes spread over the cluster's nodes")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a config override, e.g. ray.coordinator_niceness=null (repeatable)")
+                        help="a config override, e.g. league.match_plan_seconds=5 (repeatable)")
     args = parser.parse_args(argv)
     OVERRIDES[:] = args.set
+    from league.config import ConfigError
+
+    try:
+        cfg = bench_config(".")
+    except ConfigError as exc:  # a bad --set: one line naming the key, before anything starts
+        parser.error(str(exc))
     if args.batch_games is None:
-        args.batch_games = bench_config(".").rollout.results_batch_size
+        args.batch_games = cfg.rollout.results_batch_size
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     root = Path(tempfile.mkdtemp(prefix="bench-coordinator-"))
     try:

@@ -43,3 +43,11 @@ def test_the_bench_prints_one_json_line_with_every_client_count_and_the_ceiling(
     for entry in report["clients"].values():
         assert entry["coordinator_cores"] > 0 and entry["client_cores"] > 0
         assert entry["machine_cores"] >= entry["coordinator_cores"]
+
+
+def test_a_bad_override_stops_the_bench_with_one_line_naming_the_key():
+    out = subprocess.run([sys.executable, "-m", "bench.coordinator", "--set", "league.match_plan_seconds=-1"],
+                         cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip().splitlines()[-1].endswith("error: league.match_plan_seconds: must be > 0, got -1.0")
+    assert "Started a local Ray" not in out.stderr
