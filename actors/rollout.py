@@ -39,38 +39,13 @@ from envs import make_game
 from league.config import Config
 from league.league import learner_ids
 from league.matchmaking import MatchSampler
-from league.messages import EpisodeGroups, MatchAssignments, ResultBatch, WeightsReply
+from league.messages import EpisodeGroups, MatchAssignments, ResultBatch, ResultColumns, WeightsReply
 from league.objectives import CompletedGroup, GroupBook
 from league.seeds import generator, seed_int, seed_sequence
 from policies.rollout import Decisions, EpisodeRecorder, Rollout, TwoSeatPlay
 from policies.snapshot import policy_from_bytes
 
 log = logging.getLogger(__name__)
-
-
-class ResultColumns:
-    """Finished games of the worker's learner, kept as columns until reported as
-    one per-pair ``league.messages.ResultBatch``."""
-
-    def __init__(self):
-        self.opponents: list[np.ndarray] = []  # the worker's opponent codes
-        self.scores: list[np.ndarray] = []
-        self.n = 0
-
-    def __len__(self) -> int:
-        return self.n
-
-    def add(self, opponents: np.ndarray, scores: np.ndarray) -> None:
-        self.opponents.append(opponents)
-        self.scores.append(scores)
-        self.n += len(opponents)
-
-    def take(self, source: str, seq: int, learner_id: str, names: list[str], env_steps: int,
-             action_counts: dict[str, np.ndarray]) -> ResultBatch:
-        codes = np.concatenate(self.opponents) if self.opponents else np.zeros(0, dtype=np.int64)
-        scores = np.concatenate(self.scores) if self.scores else np.zeros(0)
-        self.opponents, self.scores, self.n = [], [], 0
-        return ResultBatch.learner_games(source, seq, learner_id, names, codes, scores, env_steps, action_counts)
 
 
 class Lane:

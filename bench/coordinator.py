@@ -81,14 +81,19 @@ def simulated_games(got, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarr
 
 
 class Report:
-    """A simulated worker's games since its last report, sent as a rollout worker sends them: one
-    per-pair ``ResultBatch`` (``ResultBatch.learner_games``) per ``batch_games`` games."""
+    """A simulated worker's games since its last report, kept and sent as a rollout worker keeps and
+    sends them (``league.messages.ResultColumns``): one per-pair ``ResultBatch`` per ``batch_games``
+    games, opponents coded by the worker's own name table."""
 
     def __init__(self):
-        self.codes: list[np.ndarray] = []
-        self.scores: list[np.ndarray] = []
+        from league.messages import ResultColumns
+
+        self.columns = ResultColumns()
         self.names: dict[str, int] = {}
-        self.n = 0
+
+    @property
+    def n(self) -> int:
+        return len(self.columns)
 
     def add(self, got, rng: np.random.Generator) -> None:
         local, scores = simulated_games(got, rng)
@@ -97,17 +102,10 @@ class Report:
             for o in got.opponents:
                 names.setdefault(o, len(names))
         table = np.fromiter(map(names.__getitem__, got.opponents), dtype=np.int64, count=len(got.opponents))
-        self.codes.append(table[local])
-        self.scores.append(scores)
-        self.n += len(local)
+        self.columns.add(table[local], scores)
 
     def take(self, source: str, seq: int, learner_id: str):
-        from league.messages import ResultBatch
-
-        batch = ResultBatch.learner_games(source, seq, learner_id, list(self.names), np.concatenate(self.codes),
-                                          np.concatenate(self.scores), env_steps=3 * self.n)
-        self.codes, self.scores, self.n = [], [], 0
-        return batch
+        return self.columns.take(source, seq, learner_id, list(self.names), 3 * self.n, {})
 
 
 class RunQueue:

@@ -152,16 +152,14 @@ class EloTable:
                 if s > 1.0 - half:
                     s = 1.0 - half
                 beyond = 400.0 * log10(s / (1.0 - s)) - (ra - rb)
-                if gap < 0:
-                    if beyond < 0.0 and gap < beyond:
-                        gap = beyond
-                    elif beyond >= 0.0 and gap < 0.0:
-                        gap = 0.0
-                else:
-                    if beyond > 0.0 and gap > beyond:
-                        gap = beyond
-                    elif beyond <= 0.0 and gap > 0.0:
-                        gap = 0.0
+                if gap < 0:  # max(gap, min(beyond, 0.0))
+                    bound = beyond if beyond < 0.0 else 0.0
+                    if gap < bound:
+                        gap = bound
+                else:  # min(gap, max(beyond, 0.0))
+                    bound = beyond if beyond > 0.0 else 0.0
+                    if gap > bound:
+                        gap = bound
             share = gap / movers
             if a_moves:
                 r[i] = ra + share

@@ -251,6 +251,31 @@ class ResultBatch:
         return [Result(names[i], names[j], s) for i, j, s in zip(self.a.tolist(), self.b.tolist(), self.score.tolist())]
 
 
+class ResultColumns:
+    """A rollout worker's finished games of its learner, kept as columns until reported as one
+    per-pair ``ResultBatch``."""
+
+    def __init__(self):
+        self.opponents: list[np.ndarray] = []  # the worker's opponent codes
+        self.scores: list[np.ndarray] = []
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def add(self, opponents: np.ndarray, scores: np.ndarray) -> None:
+        self.opponents.append(opponents)
+        self.scores.append(scores)
+        self.n += len(opponents)
+
+    def take(self, source: str, seq: int, learner_id: str, names: list[str], env_steps: int,
+             action_counts: dict[str, np.ndarray]) -> ResultBatch:
+        codes = np.concatenate(self.opponents) if self.opponents else np.zeros(0, dtype=np.int64)
+        scores = np.concatenate(self.scores) if self.scores else np.zeros(0)
+        self.opponents, self.scores, self.n = [], [], 0
+        return ResultBatch.learner_games(source, seq, learner_id, names, codes, scores, env_steps, action_counts)
+
+
 @dataclass(frozen=True)
 class EpisodeGroups:
     """Complete groups of k episodes (league.objectives) that came with a rollout, as columns.
