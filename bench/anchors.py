@@ -1,0 +1,97 @@
+"""Scores of league mixtures against fixed anchors (uniform play, OpenSpiel's MCTS bot, a user's bot).
+
+    python -m bench.anchors --storage RUN [--storage RUN2 ...]
+        [--anchors uniform,mcts:10,mcts:100,mcts:1000] [--games 100] [--seed 0]
+    python -m bench.anchors --uniform --game connect_four [--anchors ...]
+
+For each run folder it loads the latest published Nash mixture (no Ray) and
+plays ``--games`` whole games against each anchor, seats alternating, one
+member drawn per game by its weight (``policies.anchors``). Prints one JSON line
+per run::
+
+    {"bench": "anchors", "storage": ..., "game": ..., "support": ...,
+     "anchors": {"mcts:100": {"score", "ci95", "games"}, ...}, "seconds": ...}
+
+Scores lie in [0, 1] (win 1, draw 0.5, loss 0); higher is stronger. ``mcts:N``
+needs a perfect-information OpenSpiel game (Connect Four, tic-tac-toe, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+DEFAULT_ANCHORS = "uniform,mcts:10,mcts:100,mcts:1000"
+
+
+def _stored_mixture(run_dir: str):
+    from league.store import LeagueStore
+    from policies.exploitability import load_nash_mixture
+
+    store = LeagueStore(run_dir, create=False)
+    try:
+        game, params = store.get_meta("game"), store.get_meta("game_params") or {}
+    finally:
+        store.close()
+    ids, models, weights = load_nash_mixture(run_dir)
+    return game, params, ids, models, weights
+
+
+def score_mixture(game: str, params: dict, models, weights, anchors: list[str], games: int, seed: int) -> dict:
+    from policies.anchors import score_against
+
+    return {a: {k: v for k, v in score_against(game, params, models, weights, a, games, seed).items() if k != "anchor"}
+            for a in anchors}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.anchors", description=__doc__.split("\n\n")[0])
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--storage", action="append", metavar="RUN_DIR", help="a league run folder (repeatable)")
+    what.add_argument("--uniform", action="store_true", help="score uniform random play (needs --game)")
+    parser.add_argument("--game", help="game name (with --uniform)")
+    parser.add_argument("--anchors", default=DEFAULT_ANCHORS, help=f"comma-separated (default {DEFAULT_ANCHORS})")
+    parser.add_argument("--games", type=int, default=100, help="games per anchor (default 100)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.uniform and not args.game:
+        parser.error("--uniform needs --game")
+    if args.games < 1:
+        parser.error(f"--games must be >= 1, got {args.games}")
+    from policies.anchors import parse_anchor
+
+    args.anchors = [a.strip() for a in args.anchors.split(",") if a.strip()]
+    try:
+        for a in args.anchors:
+            parse_anchor(a)
+    except ValueError as exc:
+        parser.error(f"--anchors: {exc}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    targets = [None] if args.uniform else args.storage
+    for run_dir in targets:
+        t0 = time.perf_counter()
+        try:
+            if run_dir is None:
+                game, params, ids, models, weights = args.game, {}, ["uniform"], [None], [1.0]
+            else:
+                game, params, ids, models, weights = _stored_mixture(run_dir)
+            scores = score_mixture(game, params, models, weights, args.anchors, args.games, args.seed)
+        except ValueError as exc:
+            print(json.dumps({"error": str(exc), "storage": run_dir}), file=sys.stderr)
+            return 2
+        print(json.dumps({"bench": "anchors", "storage": run_dir or "uniform", "game": game, "support": len(ids),
+                          "anchors": scores, "seconds": round(time.perf_counter() - t0, 1)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

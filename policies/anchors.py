@@ -1,0 +1,159 @@
+"""Fixed opponents ("anchors") that say how strong a policy is in absolute terms.
+
+A league's payoff and Elo are relative: a pool of weak agents can look strong
+against itself. An anchor is an opponent that never learns, so a score against
+it means the same thing in every run:
+
+- ``uniform``: a uniformly random legal action;
+- ``mcts:N``: OpenSpiel's C++ MCTS bot (UCT, Kocsis & Szepesvari 2006) with N
+  simulations per move, a random-rollout evaluator and ``solve=True`` (proven
+  wins and losses are backed up, so it never misses a forced win it has
+  searched). It is the usual strength ladder for perfect-information games:
+  uniform random scores about 0.075 against MCTS-10 on Connect Four, and
+  AlphaZero-style agents beat MCTS-1000;
+- ``pkg.module:factory``: a user's bot; ``factory(game)`` gets the
+  ``pyspiel.Game`` and returns an object whose ``step(state)`` returns an
+  action for the native ``pyspiel.State`` (``restart()`` is called between
+  games when it has one).
+
+A policy plays whole games against an anchor, seats alternating (game ``i``:
+the policy is seat ``i % 2``), one member of a mixture drawn per game by its
+weight. Its score is the return rescaled from the game's utility range to
+[0, 1] (win 1, draw 0.5, loss 0 on a win/loss game).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pyspiel
+
+from envs.openspiel import load_two_player_zero_sum, sample_chance, state_tensor
+from policies.net import sample_rows
+
+UCT_C = 2.0  # OpenSpiel's default exploration constant for MCTSBot
+ROLLOUTS = 1  # random rollouts per leaf evaluation (OpenSpiel's examples use 1)
+MAX_MEMORY_MB = 1000
+
+
+@dataclass(frozen=True)
+class AnchorSpec:
+    """A parsed anchor: ``kind`` is ``uniform``, ``mcts`` or ``factory``."""
+
+    name: str
+    kind: str
+    simulations: int = 0
+    factory: str = ""
+
+
+def parse_anchor(text: str) -> AnchorSpec:
+    """``uniform``, ``mcts:N`` or ``pkg.module:factory``; ValueError naming what is wrong."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"an anchor must be a non-empty string, got {text!r}")
+    text = text.strip()
+    if text == "uniform":
+        return AnchorSpec(text, "uniform")
+    if text.startswith("mcts:"):
+        n = text[len("mcts:"):]
+        if not n.isdigit() or int(n) < 1:
+            raise ValueError(f"anchor {text!r}: mcts:N needs a whole number of simulations N >= 1")
+        return AnchorSpec(text, "mcts", simulations=int(n))
+    module, sep, attr = text.rpartition(":")
+    if not sep or not module or not attr.isidentifier():
+        raise ValueError(f"anchor {text!r} is not 'uniform', 'mcts:N' or 'pkg.module:factory'")
+    return AnchorSpec(text, "factory", factory=text)
+
+
+class UniformBot:
+    """A uniformly random legal action."""
+
+    def __init__(self, seed: int):
+        self._rng = np.random.default_rng(seed)
+
+    def step(self, state) -> int:
+        legal = state.legal_actions()
+        return int(legal[self._rng.integers(len(legal))])
+
+
+def make_bot(spec: AnchorSpec, game: pyspiel.Game, seed: int):
+    """The bot that plays anchor ``spec`` on ``game``."""
+    if spec.kind == "uniform":
+        return UniformBot(seed)
+    if spec.kind == "mcts":
+        if game.get_type().information != pyspiel.GameType.Information.PERFECT_INFORMATION:
+            raise ValueError(f"anchor {spec.name!r} needs a perfect-information game; "
+                             f"{game.get_type().short_name} is not")
+        evaluator = pyspiel.RandomRolloutEvaluator(ROLLOUTS, seed)
+        return pyspiel.MCTSBot(game, evaluator, UCT_C, spec.simulations, MAX_MEMORY_MB, True, seed, False)
+    module_name, _, attr = spec.factory.rpartition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"anchor {spec.name!r}: cannot load {spec.factory}: {exc}") from None
+    bot = factory(game)
+    if not callable(getattr(bot, "step", None)):
+        raise ValueError(f"anchor {spec.name!r}: {spec.factory}(game) returned {type(bot).__name__}, "
+                         "which has no step(state) method")
+    return bot
+
+
+def _member_action(model, tensor, state, player: int, num_actions: int, rng: np.random.Generator) -> int:
+    mask = np.zeros((1, num_actions), dtype=bool)
+    mask[0, state.legal_actions(player)] = True
+    if model is None:  # uniform random play
+        probs = mask / mask.sum()
+    else:
+        obs = np.asarray(tensor(state, player), dtype=np.float32)[None]
+        probs = model.probs(obs, mask).astype(np.float64)
+    return int(sample_rows(probs, rng)[0])
+
+
+def play_game(game: pyspiel.Game, model, bot, policy_seat: int, rng: np.random.Generator) -> float:
+    """One whole game, ``model`` (an actor-critic, or None for uniform play) in
+    ``policy_seat``, ``bot`` in the other; the policy's return."""
+    tensor = state_tensor(game)
+    num_actions = game.num_distinct_actions()
+    state = game.new_initial_state()
+    if hasattr(bot, "restart"):
+        bot.restart()
+    while not state.is_terminal():
+        if state.is_chance_node():
+            state.apply_action(sample_chance(state.chance_outcomes(), rng.random()))
+            continue
+        player = state.current_player()
+        if player == policy_seat:
+            action = _member_action(model, tensor, state, player, num_actions, rng)
+        else:
+            action = int(bot.step(state))
+        state.apply_action(action)
+    return float(state.returns()[policy_seat])
+
+
+def score_against(game_name: str, params: dict | None, models: Sequence[Any], weights: Sequence[float],
+                  anchor: str, games: int, seed: int = 0) -> dict:
+    """Mean score in [0, 1] of the mixture (``models`` drawn per game by ``weights``;
+    a ``None`` model plays uniformly) against ``anchor`` over ``games`` games,
+    seats alternating, with a 95% normal-approximation interval."""
+    if games < 1:
+        raise ValueError(f"games must be >= 1, got {games}")
+    spec = parse_anchor(anchor)
+    game = load_two_player_zero_sum(game_name, params or None)
+    lo, hi = float(game.min_utility()), float(game.max_utility())
+    w = np.asarray(weights, dtype=np.float64)
+    if len(models) != len(w) or len(w) == 0 or not np.all(np.isfinite(w)) or (w < 0).any() or w.sum() <= 0:
+        raise ValueError("models and weights must be non-empty, of equal length, weights finite, >= 0, not all 0")
+    w = w / w.sum()
+    rng = np.random.default_rng(seed)
+    bot = make_bot(spec, game, seed)
+    scores = np.empty(games)
+    for i in range(games):
+        model = models[int(rng.choice(len(models), p=w))]
+        ret = play_game(game, model, bot, policy_seat=i % 2, rng=rng)
+        scores[i] = (ret - lo) / (hi - lo) if hi > lo else 0.5
+    mean = float(scores.mean())
+    half = 1.959964 * float(scores.std(ddof=1)) / math.sqrt(games) if games > 1 else float("nan")
+    return {"anchor": spec.name, "score": mean, "ci95": [mean - half, mean + half], "games": games}
