@@ -30,6 +30,12 @@ published Nash mixture is measured in this process (no Ray):
   self-play mixture (one member drawn per game), seats alternated, episodes
   allocated by Nash weight; the league's score is in [0, 1] (0.5: even).
 
+Both sides also report their env steps/s (the store's env-step counter over the
+run's seconds, start-up included) and, where the game has anchors (``--anchors``;
+by default ``mcts:100,mcts:1000`` on perfect-information OpenSpiel games), each
+published mixture's score against them (``policies.anchors``: seats alternating,
+one member drawn per game, ``--anchor-games`` games per anchor).
+
 Progress goes to stderr (the launcher's output too); stdout gets one JSON line
 per game, printed when that game is done::
 
@@ -37,8 +43,11 @@ per game, printed when that game is done::
      "measure": "nash_conv" | "approx_exploitability",
      "league": {"median", "range", "values", "support", "run_seconds", "measure_seconds", ...},
      "selfplay": {...same...},
-     "head_to_head": {"score", "ci95", "median", "range", "values", ...}   # non-exact games only
+     "head_to_head": {"score", "ci95", "median", "range", "values", ...},  # non-exact games only
+     "anchors": {"mcts:100": {"league": {"median", "values", ...}, "selfplay": {...}}, ...}
     }
+
+with ``env_steps_per_s`` (median and values) in each side's record.
 
 Lower is better for the measure. Run it alone under the Ray lock; a real table
 (three games, 3 seeds, 10-30 minutes each) takes hours.
@@ -186,7 +195,16 @@ def validate_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     if args.first_seed < 0:
         raise ValueError(f"--first-seed must be >= 0, got {args.first_seed}")
-    for name in ("probe_steps", "probe_eval_episodes", "h2h_episodes"):
+    if args.anchors is not None:
+        from policies.anchors import parse_anchor
+
+        args.anchors = [a.strip() for a in args.anchors.split(",") if a.strip()]
+        for a in args.anchors:
+            try:
+                parse_anchor(a)
+            except ValueError as exc:
+                raise ValueError(f"--anchors: {exc}") from None
+    for name in ("probe_steps", "probe_eval_episodes", "h2h_episodes", "anchor_games"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     check_extra_overrides(args.set)
@@ -251,6 +269,40 @@ def measure(game: str, params: dict, exact: bool, storage: Path, probe_steps: in
     return out
 
 
+def env_steps_per_s(storage: Path, run_seconds: float) -> float:
+    """The run's env steps (the store's counter) over its wall-clock seconds, start-up included."""
+    from league.store import LeagueStore
+
+    store = LeagueStore(storage, create=False)
+    try:
+        return float(store.counters().get("env_steps", 0.0)) / max(run_seconds, 1e-9)
+    finally:
+        store.close()
+
+
+def default_anchors(game: str, params: dict) -> list[str]:
+    """MCTS at 100 and 1,000 simulations on perfect-information OpenSpiel games, else none."""
+    from envs import is_matrix_game
+
+    if is_matrix_game(game) or ":" in game:
+        return []
+    import pyspiel
+
+    from envs.openspiel import load_two_player_zero_sum
+
+    info = load_two_player_zero_sum(game, params or None).get_type().information
+    return ["mcts:100", "mcts:1000"] if info == pyspiel.GameType.Information.PERFECT_INFORMATION else []
+
+
+def anchor_scores(game: str, params: dict, storage: Path, anchors: Sequence[str], games: int, seed: int) -> dict:
+    """The published mixture's score against each anchor (``policies.anchors``)."""
+    from policies.anchors import score_against
+    from policies.exploitability import load_nash_mixture
+
+    _, models, weights = load_nash_mixture(storage)
+    return {a: score_against(game, params, models, weights, a, games, seed)["score"] for a in anchors}
+
+
 def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage: Path, episodes: int,
                  seed: int, num_envs: int = 256) -> dict:
     """The league mixture's mean score in [0, 1] against the self-play mixture: each league
@@ -283,8 +335,10 @@ def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
     name, params, exact = check_configs(game, args.set)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     t_start = time.perf_counter()
+    anchors = default_anchors(name, params) if args.anchors is None else args.anchors
     sides: dict[str, dict[str, list]] = {s: {"values": [], "support": [], "ci95": [], "run_seconds": [],
-                                             "measure_seconds": []} for s in SIDES}
+                                             "measure_seconds": [], "env_steps_per_s": [],
+                                             "anchors": {a: [] for a in anchors}} for s in SIDES}
     stores: dict[tuple[str, int], Path] = {}
     measure_name = "nash_conv" if exact else "approx_exploitability"
     for seed, side in run_order(seeds):
@@ -301,20 +355,31 @@ def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
         rec["ci95"].append(m.get("ci95"))
         rec["run_seconds"].append(round(run_s, 1))
         rec["measure_seconds"].append(round(measure_s, 1))
+        rec["env_steps_per_s"].append(round(env_steps_per_s(storage, run_s), 1))
+        scores = anchor_scores(name, params, storage, anchors, args.anchor_games, seed) if anchors else {}
+        for a, score in scores.items():
+            rec["anchors"][a].append(score)
         say(f"{game} {side} seed {seed}: {measure_name} {m['value']:.4f}"
             + (f" [{m['ci95'][0]:.4f}, {m['ci95'][1]:.4f}]" if "ci95" in m else "")
-            + f" (Nash support {m['support']}; run {run_s:.0f} s, measure {measure_s:.0f} s)")
+            + f" (Nash support {m['support']}; run {run_s:.0f} s, measure {measure_s:.0f} s; "
+            + f"{rec['env_steps_per_s'][-1]:.0f} env steps/s)"
+            + "".join(f"; vs {a} {score:.3f}" for a, score in scores.items()))
     out: dict[str, Any] = {"bench": "league_vs_selfplay", "game": name, "minutes": args.minutes, "seeds": seeds,
                            "measure": measure_name, "config": f"configs/{game}.yaml",
                            "selfplay_overrides": list(SELFPLAY_OVERRIDES), "set": list(args.set)}
     if not exact:
         out["probe_steps"] = args.probe_steps
         out["probe_eval_episodes"] = args.probe_eval_episodes
+    per_anchor = {side: sides[side].pop("anchors") for side in SIDES}
     for side in SIDES:
         rec = sides[side]
         if exact:
             rec.pop("ci95")
-        out[side] = {**summary(rec.pop("values")), **rec}
+        steps = rec.pop("env_steps_per_s")
+        out[side] = {**summary(rec.pop("values")), **rec, "env_steps_per_s": summary(steps)}
+    if anchors:
+        out["anchors"] = {a: {side: summary(per_anchor[side][a]) for side in SIDES} for a in anchors}
+        out["anchor_games"] = args.anchor_games
     if not exact:
         per_seed = []
         for seed in seeds:
@@ -350,6 +415,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--probe-eval-episodes", type=int, default=probe.eval_episodes)
     parser.add_argument("--h2h-episodes", type=int, default=20_000,
                         help="head-to-head games per seed (at least 256 per league Nash member)")
+    parser.add_argument("--anchors", metavar="A,B,...",
+                        help="fixed opponents to score both mixtures against (uniform, mcts:N, pkg.module:factory); "
+                             "default mcts:100,mcts:1000 on perfect-information OpenSpiel games, none elsewhere; "
+                             "'' for none")
+    parser.add_argument("--anchor-games", type=int, default=100, help="games per anchor and run (default 100)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a dotted config override applied to both sides")
     parser.add_argument("--storage", metavar="DIR",

@@ -68,7 +68,8 @@ def test_bad_sides_and_options_are_refused_with_the_option_named(capsys):
     for argv, named in ((["--seeds", "0"], "--seeds"), (["--minutes", "0"], "--minutes"),
                         (["--minutes", "nan"], "--minutes"), (["--probe-steps", "0"], "--probe-steps"),
                         (["--set", "run.seed=3"], "run.seed"), (["--set", "ppo.lr"], "key=value"),
-                        (["--game", "go_19x19"], "shipped: ")):
+                        (["--game", "go_19x19"], "shipped: "), (["--anchors", "mcts:0"], "--anchors"),
+                        (["--anchor-games", "0"], "--anchor-games")):
         with pytest.raises(SystemExit) as exc:
             bench.parse_args(argv)
         assert exc.value.code == 2
@@ -202,3 +203,30 @@ def test_a_run_that_published_no_nash_is_reported_with_what_to_change(tmp_path):
         store.set_meta("game", "connect_four")
     with pytest.raises(RuntimeError, match="--minutes"):
         bench.measure("connect_four", {}, False, tmp_path / "empty", 1000, 100, seed=0)
+
+
+def test_anchors_default_to_mcts_ladder_on_perfect_information_games_only():
+    assert bench.default_anchors("connect_four", {}) == ["mcts:100", "mcts:1000"]
+    assert bench.default_anchors("kuhn_poker", {}) == []
+    assert bench.default_anchors("rps", {}) == []
+    assert bench.parse_args(["--anchors", "uniform, mcts:10"]).anchors == ["uniform", "mcts:10"]
+    assert bench.parse_args(["--anchors", ""]).anchors == []
+
+
+def test_anchor_scores_of_a_stored_mixture_are_its_scores_against_the_bots(tmp_path):
+    """A stored mixture of near-uniform nets plays like uniform play: about 0.5 against the
+    uniform anchor (identical players, seats alternating) and far less against MCTS-100."""
+    game = make_game("tic_tac_toe", 1)
+    near_uniform = [ActorCritic(PolicySpec(game.obs_size, game.num_actions, (16,))) for _ in range(2)]
+    nash_store(tmp_path / "run", "tic_tac_toe", near_uniform, [0.5, 0.5])
+    out = bench.anchor_scores("tic_tac_toe", {}, tmp_path / "run", ["uniform", "mcts:100"], 400, seed=0)
+    assert abs(out["uniform"] - 0.5) < 0.08
+    assert out["mcts:100"] < 0.3
+
+
+def test_env_steps_per_s_is_the_stored_counter_over_the_run_seconds(tmp_path):
+    with LeagueStore(tmp_path / "run") as store:
+        store.set_meta("game", "kuhn_poker")
+        with store.transaction() as db:
+            db.execute("INSERT INTO counters VALUES ('env_steps', 12000.0)")
+    assert bench.env_steps_per_s(tmp_path / "run", 60.0) == pytest.approx(200.0)
