@@ -1,4 +1,4 @@
-"""League vs self-play at equal wall-clock time, on several games and seeds (issue 12, item 3).
+"""League vs self-play at equal wall-clock time, on several games and seeds.
 
     python -m bench.league_vs_selfplay --game kuhn_poker|leduc_poker|connect_four|all
         [--game ...] [--minutes 10] [--seeds 3] [--probe-steps 600000] [--storage DIR]
@@ -91,7 +91,7 @@ def config_path(game: str) -> Path:
 
 
 def parse_games(values: Sequence[str] | None) -> list[str]:
-    """The games of repeated ``--game`` values, ``all`` meaning the three of issue 12;
+    """The games of repeated ``--game`` values, ``all`` meaning the three of ALL_GAMES;
     duplicates dropped, order kept. A game needs a shipped ``configs/<game>.yaml``."""
     games: list[str] = []
     for value in values or ["kuhn_poker"]:

@@ -19,7 +19,7 @@ with ``{"error": "..."}``; the API and the league keep running.
 The API is served by its own process, not through Ray Serve's HTTP proxy: an ``ApiServer``
 actor on the head node runs uvicorn on ``serve.host:serve.port`` (127.0.0.1:8000 by default)
 with the FastAPI app of one ``LeagueAPI``. The proxy's extra hop and body streaming cost
-12-18 ms of a ~15 ms ``/nash/act``; this process answers it in a few (docs/serve.md, "Latency").
+9 of the 13 ms of a one-client ``/nash/act``; this process answers it in 2 (docs/serve.md, "Latency").
 """
 
 # No `from __future__ import annotations`: FastAPI reads the endpoint annotations at runtime.
