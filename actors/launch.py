@@ -3,7 +3,11 @@
 With no arguments it runs configs/kuhn_poker.yaml on a local Ray with storage
 under runs/. Inside ``ray job submit`` (RAY_ADDRESS set) it joins that cluster.
 Pointing ``run.storage`` at an existing run resumes it. A bad config value
-stops it before Ray starts, with one line that names the key. Ctrl-C, or the
+stops it before Ray starts, with one line that names the key; so does a game
+brought by module path that breaks the protocol of envs/base.py
+(``envs.protocol.check_game``). Such a module imports from the current
+directory or the config file's folder, in the launcher and in every worker of
+a local Ray (``import_paths``). Ctrl-C, or the
 budget (``run.max_minutes``, ``run.max_env_steps``), stops it cleanly with
 everything flushed to the store.
 """
@@ -62,7 +66,11 @@ def load(argv: list[str] | None):
     try:
         info = game_info(cfg.game.name, **cfg.game.params)
         if is_user_game(cfg.game.name):  # a game the user brought keeps the protocol, or nothing starts
-            check_game(make_game(cfg.game.name, 4, seed=cfg.run.seed, **cfg.game.params), seed=cfg.run.seed)
+            game = make_game(cfg.game.name, 4, seed=cfg.run.seed, **cfg.game.params)
+            try:
+                check_game(game, seed=cfg.run.seed)
+            except ValueError as exc:
+                raise ValueError(f"game {cfg.game.name!r}: {exc}") from None
     except (ValueError, TypeError) as exc:
         raise ConfigError("game.name", str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     if cfg.evaluator.publish == "least_exploitable" and not info.supports_exact:

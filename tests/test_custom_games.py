@@ -314,5 +314,5 @@ def test_a_bad_game_stops_the_launcher_before_ray_with_one_line(tmp_path, name, 
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("nash-league: config error: game.name: "), out.stderr
-    assert message in lines[0]
+    assert message in lines[0] and (name in lines[0])
     assert "Started a local Ray" not in out.stdout + out.stderr
