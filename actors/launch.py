@@ -53,9 +53,9 @@ def load(argv: list[str] | None):
     from envs.protocol import check_game
 
     ppo_config(cfg)
-    for folder in reversed(import_paths(args.config)):  # a user's game module, next to the config or here
+    for folder in import_paths(args.config):  # a user's game module, here or next to the config
         if folder not in sys.path:
-            sys.path.insert(0, folder)
+            sys.path.append(folder)
     if (not is_matrix_game(cfg.game.name) and not cfg.game.name.startswith("pettingzoo:")
             and not is_custom_game(cfg.game.name)):
         import pyspiel
@@ -93,8 +93,8 @@ def import_paths(config: str | None) -> list[str]:
 
 
 def worker_pythonpath(config: str | None) -> str:
-    """``PYTHONPATH`` for a local Ray's processes: ``import_paths`` first, then what was set already."""
-    parts = import_paths(config) + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    """``PYTHONPATH`` for a local Ray's processes: what was set already, then ``import_paths``."""
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + import_paths(config)
     return os.pathsep.join(dict.fromkeys(parts))
 
 

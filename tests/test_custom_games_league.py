@@ -73,8 +73,8 @@ def assert_exact_accounting(storage) -> int:
 def test_the_example_game_runs_a_league_from_the_launcher_and_answers_nash_act(tmp_path, config, cwd, port, game):
     cmd = [sys.executable, "-m", "actors.launch", "--config", config, f"run.storage={tmp_path}",
            "run.max_minutes=3", f"serve.port={port}", "league.nash_every_seconds=2",
-           "roles.main_agent.snapshot_every_steps=1500", "roles.main_exploiter.snapshot_every_steps=1500",
-           "roles.league_exploiter.snapshot_every_steps=1500", "rollout.envs_per_worker=32",
+           "roles.main_agent.snapshot_every_steps=5000", "roles.main_exploiter.snapshot_every_steps=5000",
+           "roles.league_exploiter.snapshot_every_steps=5000", "rollout.envs_per_worker=32",
            "rollout.steps_per_batch=512", "evaluator.games_per_pair=16", "policy.hidden=[32,32]"]
     proc = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     obs, masks = boxes_decisions(32)
@@ -86,11 +86,11 @@ def test_the_example_game_runs_a_league_from_the_launcher_and_answers_nash_act(t
             try:
                 r = requests.post(f"http://127.0.0.1:{port}/nash/act", timeout=30,
                                   json={"observations": obs, "legal_masks": masks, "seed": 1})
+                nash = requests.get(f"http://127.0.0.1:{port}/nash", timeout=30).json()
             except requests.ConnectionError:
                 continue
-            if r.status_code == 200:
+            if r.status_code == 200 and r.json()["pool_version"] == nash.get("pool_version"):  # the same Nash
                 answer = r.json()
-                nash = requests.get(f"http://127.0.0.1:{port}/nash", timeout=30).json()
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=180)
     finally:
