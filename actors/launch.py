@@ -3,7 +3,11 @@
 With no arguments it runs configs/kuhn_poker.yaml on a local Ray with storage
 under runs/. Inside ``ray job submit`` (RAY_ADDRESS set) it joins that cluster.
 Pointing ``run.storage`` at an existing run resumes it. A bad config value
-stops it before Ray starts, with one line that names the key. Ctrl-C, or the
+stops it before Ray starts, with one line that names the key; so does a game
+brought by module path that breaks the protocol of envs/base.py
+(``envs.protocol.check_game``). Such a module imports from the current
+directory or the config file's folder, in the launcher and in every worker of
+a local Ray (``import_paths``). Ctrl-C, or the
 budget (``run.max_minutes``, ``run.max_env_steps``), stops it cleanly with
 everything flushed to the store.
 """
@@ -44,10 +48,16 @@ def load(argv: list[str] | None):
     path = args.config or (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
     cfg = load_config(path, args.overrides)
     from actors.learner import ppo_config
-    from envs import game_info, is_matrix_game
+    from envs import game_info, is_matrix_game, is_user_game, make_game
+    from envs.custom import is_custom_game
+    from envs.protocol import check_game
 
     ppo_config(cfg)
-    if not is_matrix_game(cfg.game.name) and not cfg.game.name.startswith("pettingzoo:"):
+    for folder in import_paths(args.config):  # a user's game module, here or next to the config
+        if folder not in sys.path:
+            sys.path.append(folder)
+    if (not is_matrix_game(cfg.game.name) and not cfg.game.name.startswith("pettingzoo:")
+            and not is_custom_game(cfg.game.name)):
         import pyspiel
 
         if cfg.game.name.split("(")[0] not in pyspiel.registered_names():
@@ -55,8 +65,14 @@ def load(argv: list[str] | None):
                                            "connect_four, tic_tac_toe, biased_rps, rps)")
     try:
         info = game_info(cfg.game.name, **cfg.game.params)
+        if is_user_game(cfg.game.name):  # a game the user brought keeps the protocol, or nothing starts
+            game = make_game(cfg.game.name, 4, seed=cfg.run.seed, **cfg.game.params)
+            try:
+                check_game(game, seed=cfg.run.seed)
+            except ValueError as exc:
+                raise ValueError(f"game {cfg.game.name!r}: {exc}") from None
     except (ValueError, TypeError) as exc:
-        raise ConfigError("game.name", str(exc).splitlines()[0]) from None
+        raise ConfigError("game.name", str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     if cfg.evaluator.publish == "least_exploitable" and not info.supports_exact:
         raise ConfigError("evaluator.publish", f"least_exploitable needs a game with exact evaluation (Kuhn, Leduc, "
                                                f"matrix games); {cfg.game.name} has none: use nash")
@@ -64,6 +80,22 @@ def load(argv: list[str] | None):
         if not Path(snap).is_file():
             raise ConfigError(f"league.seed_snapshots[{i}]", f"no such file: {snap}")
     return cfg, info
+
+
+def import_paths(config: str | None) -> list[str]:
+    """Folders a user's game module (``game.name: "module:factory"``) is imported from, besides the
+    installed packages: the current directory and the config file's folder, absolute. The launcher
+    puts them on its own ``sys.path`` and, for a local Ray, on every worker's ``PYTHONPATH``."""
+    folders = [os.getcwd()]
+    if config:
+        folders.append(str(Path(config).resolve().parent))
+    return list(dict.fromkeys(folders))
+
+
+def worker_pythonpath(config: str | None) -> str:
+    """``PYTHONPATH`` for a local Ray's processes: what was set already, then ``import_paths``."""
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + import_paths(config)
+    return os.pathsep.join(dict.fromkeys(parts))
 
 
 LOCK_NAME = "launcher.lock"
@@ -372,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
         ray.init(address=cfg.ray.address or os.environ.get("RAY_ADDRESS"), namespace=cfg.ray.namespace)
     else:
         reap_leftovers(cfg.run.storage)
+        # a local Ray's processes inherit this environment: the user's game imports in every worker
+        os.environ["PYTHONPATH"] = worker_pythonpath(parse_args(argv).config)
         ray.init(address="local", namespace=cfg.ray.namespace, include_dashboard=False, _node_ip_address="127.0.0.1",
                  num_cpus=cfg.ray.num_cpus or max(8, 4 * (os.cpu_count() or 2)), log_to_driver=False,
                  _metrics_export_port=metrics_port(cfg.ray.metrics_export_port))

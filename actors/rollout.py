@@ -118,7 +118,7 @@ class RolloutWorkerImpl:
         first = self.outbox.ledger["seq"]
         self.stats = {"env_steps": 0, "episodes": 0, "submitted": 0, "branches": {}, "first_seq": first,
                       "last_acked_seq": None, "results_acked": 0, "games_acked": 0,
-                      "redelivered": 0, "deliveries_rejected": 0}
+                      "redelivered": 0, "deliveries_rejected": 0, "game_errors": 0}
         self._pending_refresh: list = []
         role = learner_ids(cfg).get(learner_id)
         objective = cfg.role(role).objective if role is not None else None
@@ -285,7 +285,11 @@ class RolloutWorkerImpl:
         All frozen-opponent decisions of the lane (both seats, every opponent)
         go out as one request; live opponents (learners' current weights) act here.
         """
-        mine, theirs = lane.play.decisions()
+        try:
+            mine, theirs = lane.play.decisions()
+        except Exception as exc:  # the game's own code (a user's game may raise): drop, restart, go on
+            self._recover(lane, "observing", exc)
+            mine, theirs = lane.play.decisions()
         lane.mine, lane.theirs = mine, theirs
         lane.mine_actions = np.zeros(0, dtype=np.int64)
         if len(mine):
@@ -365,7 +369,11 @@ class RolloutWorkerImpl:
         if lane.pending is not None:
             lane.theirs_actions[lane.frozen] = self.opponents.result(lane.pending)
         lane.pending, lane.prepared = None, False
-        done = lane.play.step(lane.mine, lane.mine_actions, lane.theirs, lane.theirs_actions)
+        try:
+            done = lane.play.step(lane.mine, lane.mine_actions, lane.theirs, lane.theirs_actions)
+        except Exception as exc:  # the game's own code (a user's game may raise): drop, restart, go on
+            self._recover(lane, "stepping", exc)
+            return
         E = lane.game.num_envs
         self._env_steps += E
         self.stats["env_steps"] += E
@@ -392,6 +400,33 @@ class RolloutWorkerImpl:
         else:
             self._start_groups(lane, rows)
         self.stats["episodes"] += int(rows.size)
+
+    def _recover(self, lane: Lane, doing: str, exc: Exception) -> None:
+        """The game raised: log it, drop the lane's running episodes (no game of theirs is reported,
+        none of their decisions reaches the learner) and restart its environments, with the same
+        opponents (grouped play: in the same group slots), so matchmaking and groups go on as they
+        were. Finished episodes, and every batch already sent, are untouched. A game whose ``reset``
+        raises too is built anew."""
+        self.stats["game_errors"] += 1
+        log.error("%s: %s %s raised %s: %s; dropping the %d running episodes of its lane and restarting them",
+                  self.worker_id, doing, lane.game.name, type(exc).__name__, exc, lane.game.num_envs,
+                  exc_info=self.stats["game_errors"] <= 3)
+        dropped = lane.episode
+        self._recorder.chunks = [tuple(part[keep] for part in chunk) for chunk in self._recorder.chunks
+                                 if (keep := ~np.isin(chunk[0], dropped)).any()]
+        try:
+            lane.game.reset()
+        except Exception as exc2:
+            log.error("%s: %s: reset raised %s too; building the game anew", self.worker_id, lane.game.name, exc2)
+            seed = seed_int(self.cfg.run.seed, "worker", self.worker_id, "rebuild", self.stats["game_errors"])
+            lane.game = make_game(self.cfg.game.name, lane.game.num_envs, seed=seed, **self.cfg.game.params)
+            lane.play = TwoSeatPlay(lane.game, lane.play.seat)
+        E = lane.game.num_envs
+        lane.episode = np.arange(self._next_episode, self._next_episode + E)
+        self._next_episode += E
+        lane.decisions[:] = 0
+        lane.acted[:] = -1
+        lane.pending, lane.prepared = None, False
 
     def _submit(self, rollout: Rollout | None, inflight: list, limit: int) -> list:
         if rollout is None:

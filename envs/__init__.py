@@ -7,13 +7,19 @@
 - ``"matrix"`` with ``payoff=[[...], ...]``: any zero-sum matrix game (row
   player's payoffs);
 - ``"pettingzoo:<env>"``: a PettingZoo AEC game (``envs.pettingzoo``), e.g.
-  ``"pettingzoo:texas_holdem_v4"``, ``params`` going to its ``raw_env``;
+  ``"pettingzoo:texas_holdem_v4"``, ``params`` going to its ``raw_env``; any
+  importable AEC environment with action masks as ``"pettingzoo:mygame:env"``
+  or ``"pettingzoo:mypkg.mygame:raw_env"``;
+- ``"module:factory"``: a ``VectorGame`` a user writes (``envs.custom``),
+  built as ``factory(num_envs=E, seed=S, **params)``;
 - any other name: an OpenSpiel game (``"kuhn_poker"``, ``"leduc_poker"``,
   ``"tic_tac_toe"``, ``"connect_four"``, ...), ``params`` being its OpenSpiel
   parameters; ``"name(key=value,...)"`` strings work too.
 
 ``game_info(name, **params)`` gives ``(obs_size, num_actions, supports_exact)``
-without building a vector of environments.
+without building a vector of environments (one environment, for games brought
+by module path). ``is_user_game(name)`` says whether a game is one a user
+brought, which ``envs.protocol.check_game`` checks before a league starts.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ __all__ = [
     "make_game",
     "game_info",
     "is_matrix_game",
+    "is_user_game",
 ]
 
 
@@ -45,6 +52,20 @@ class GameInfo(NamedTuple):
 
 def is_matrix_game(name: str) -> bool:
     return name == "matrix" or name in KNOWN_GAMES or name in ALIASES
+
+
+def is_user_game(name: str) -> bool:
+    """A game brought by module path (``module:factory``, or a PettingZoo environment PettingZoo does
+    not ship); ValueError when the name cannot be resolved."""
+    from envs.custom import is_custom_game
+
+    if is_custom_game(name):
+        return True
+    if isinstance(name, str) and name.startswith("pettingzoo:"):
+        from envs.pettingzoo import is_shipped
+
+        return not is_shipped(name)
+    return False
 
 
 def make_game(name: str, num_envs: int, seed: int | None = None, **params) -> VectorGame:
@@ -64,6 +85,10 @@ def make_game(name: str, num_envs: int, seed: int | None = None, **params) -> Ve
         if params:
             raise ValueError(f"matrix game {name!r} takes no parameters, got {sorted(params)}")
         return MatrixGame.known(name, num_envs, seed=seed)
+    from envs.custom import is_custom_game, make_custom_game
+
+    if is_custom_game(name):
+        return make_custom_game(name, num_envs, seed=seed, **params)
     if name.startswith("pettingzoo:"):
         from envs.pettingzoo import PettingZooGame  # pettingzoo import only when needed
 
@@ -88,6 +113,11 @@ def game_info(name: str, **params) -> GameInfo:
         payoff, _ = KNOWN_GAMES[ALIASES.get(name, name)]
         return GameInfo(obs_size=2, num_actions=max(len(payoff), len(payoff[0])),
                         supports_exact=MatrixGame.supports_exact)
+    from envs.custom import is_custom_game, make_custom_game
+
+    if is_custom_game(name):
+        game = make_custom_game(name, 1, seed=0, **params)
+        return GameInfo(obs_size=int(game.obs_size), num_actions=int(game.num_actions), supports_exact=False)
     if name.startswith("pettingzoo:"):
         from envs.pettingzoo import pettingzoo_info
 

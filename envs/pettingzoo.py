@@ -3,10 +3,13 @@ vectorized two-player protocol of ``envs.base``.
 
 ``make_game("pettingzoo:texas_holdem_v4", E)`` steps E copies of
 ``pettingzoo.classic.texas_holdem_v4.raw_env()``. A name without a dot is looked
-up in ``pettingzoo.classic``; a dotted name (``"pettingzoo:mypkg.mygame"``)
-imports that module, so any AEC environment that exposes ``raw_env`` or
-``env`` works. Game parameters go to that constructor
-(``pettingzoo:go_v5`` with ``board_size=7``).
+up in ``pettingzoo.classic``, then as a top-level module of that name; a dotted
+name (``"pettingzoo:mypkg.mygame"``) imports that module, so any AEC environment
+that exposes ``raw_env`` or ``env`` works; ``"pettingzoo:MODULE:FACTORY"``
+names the constructor (``"pettingzoo:mygame:env"``,
+``"pettingzoo:mypkg.mygame:raw_env"``). Game parameters go to that constructor
+(``pettingzoo:go_v5`` with ``board_size=7``). A user's environment may declare
+``utility_range = (lo, hi)``, its smallest and largest return (default (-1, 1)).
 
 Seats are the environment's ``possible_agents`` in order (it must have exactly
 two). Turn-based: the seat to move is ``agent_selection``. A seat's observation
@@ -49,23 +52,43 @@ def is_pettingzoo_game(name: str) -> bool:
 
 
 def _constructor(name: str):
+    """(short name, constructor, whether PettingZoo ships it) of a ``pettingzoo:...`` name."""
     module_name = name[len(PREFIX):]
     if not module_name:
         raise ValueError(f"game {name!r}: name a PettingZoo environment after {PREFIX!r}, e.g. pettingzoo:texas_holdem_v4")
-    path = module_name if "." in module_name else f"pettingzoo.classic.{module_name}"
+    if ":" in module_name:  # module:factory, the factory named
+        from envs.custom import import_attribute
+
+        try:
+            make = import_attribute(module_name, "PettingZoo environment")
+        except ValueError as exc:
+            raise ValueError(f"game {name!r}: {str(exc).split(': ', 1)[1]}") from None
+        return module_name.split(":")[0].rsplit(".", 1)[-1], make, False
+    shipped = "." not in module_name
+    path = f"pettingzoo.classic.{module_name}" if shipped else module_name
     try:
-        if "." in module_name:
-            module = importlib.import_module(path)
-        else:  # through the package, whose lookup names the current version of a deprecated one
+        if shipped:  # through the package, whose lookup names the current version of a deprecated one
             with warnings.catch_warnings():  # its notice about PettingZoo's own registry plans
                 warnings.simplefilter("ignore", DeprecationWarning)
-                module = getattr(importlib.import_module("pettingzoo.classic"), module_name)
+                module = getattr(importlib.import_module("pettingzoo.classic"), module_name, None)
+            if module is None:  # not one of PettingZoo's: a top-level module of the user's
+                shipped, path = False, module_name
+                module = importlib.import_module(module_name)
+        else:
+            module = importlib.import_module(path)
     except (ImportError, AttributeError) as exc:
-        raise ValueError(f"game {name!r}: cannot import {path} ({exc})") from None
+        hint = f" (neither pettingzoo.classic.{module_name} nor a module of that name)" if "." not in module_name else ""
+        raise ValueError(f"game {name!r}: cannot import {path}{hint} ({exc})") from None
     make = getattr(module, "raw_env", None) or getattr(module, "env", None)
     if make is None:
-        raise ValueError(f"game {name!r}: {path} has no raw_env() or env()")
-    return module_name.rsplit(".", 1)[-1], make
+        raise ValueError(f"game {name!r}: {path} has no raw_env() or env(); name the factory: "
+                         f"pettingzoo:{module_name}:FACTORY")
+    return module_name.rsplit(".", 1)[-1], make, shipped
+
+
+def is_shipped(name: str) -> bool:
+    """A PettingZoo game that PettingZoo itself ships (``pettingzoo:connect_four_v3``), not one a user brings."""
+    return _constructor(name)[2]
 
 
 def _observation(raw: Any, info: dict) -> tuple[np.ndarray, np.ndarray | None]:
@@ -87,7 +110,7 @@ class PettingZooGame(VectorGame):
     def __init__(self, name: str, num_envs: int, params: dict | None = None, seed: int | None = None):
         if int(num_envs) < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        short, make = _constructor(name)
+        short, make, shipped = _constructor(name)
         self.name = name
         self.num_envs = int(num_envs)
         params = dict(params or {})
@@ -105,7 +128,9 @@ class PettingZooGame(VectorGame):
         if any(not hasattr(s, "n") for s in spaces) or spaces[0].n != spaces[1].n:
             raise ValueError(f"game {name!r}: both agents need the same Discrete action space, got {spaces}")
         self.num_actions = int(spaces[0].n)
-        self.utility_range = UTILITY_RANGES.get(short, (-1.0, 1.0))
+        # a user's environment may declare its range (``utility_range = (lo, hi)``), as VectorGames may
+        declared = getattr(getattr(first, "unwrapped", first), "utility_range", None)
+        self.utility_range = UTILITY_RANGES.get(short, (-1.0, 1.0)) if shipped or declared is None else declared
         self.seed = seed
         self._seeded = False
         self.reset(seed)

@@ -1,0 +1,212 @@
+"""Leagues on games users bring, on a real local Ray: the example game in both forms through the
+launcher run as users run it (a subprocess, from their own folder, `/nash/act` over real HTTP), a
+user's game that raises now and then (the league goes on, exact accounting), and PettingZoo's
+classic games Connect Four, Leduc hold'em and Go on a 5x5 board."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+
+from actors.outbox import ledgers
+from envs import NO_ACTION
+from league.store import LeagueStore
+
+pytest.importorskip("pettingzoo")
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "dots_and_boxes"
+# nash-league importable as if installed, the user's folder not: the launcher must make it so
+ENV = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def boxes_decisions(n: int, seed: int = 0):
+    """Observations and legal masks of real Dots and Boxes positions, from the user's own game."""
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        from boxes.vector import DotsAndBoxes
+    finally:
+        sys.path.remove(str(EXAMPLE))
+    game, rng = DotsAndBoxes(8), np.random.default_rng(seed)
+    obs, masks = [], []
+    while len(obs) < n:
+        seat = int(np.flatnonzero(game.movers()[0])[0])
+        o, m = game.observe(seat)
+        obs += o.tolist()
+        masks += m.astype(int).tolist()
+        actions = np.full((8, 2), NO_ACTION)
+        movers = game.movers()
+        for s in (0, 1):
+            rows = np.flatnonzero(movers[:, s])
+            actions[rows, s] = (rng.random((rows.size, 12)) * game.observe(s, rows)[1]).argmax(axis=1)
+        game.step(actions)
+    keep = [i for i, m in enumerate(masks) if any(m)][:n]
+    return [obs[i] for i in keep], [masks[i] for i in keep]
+
+
+def assert_exact_accounting(storage) -> int:
+    """Games in every acknowledged result batch == games stored; nothing left pending. Returns the count."""
+    books = ledgers(storage)
+    acked = sum(l["items"] for l in books if not l["source"].startswith("learner:"))
+    assert [l["source"] for l in books if l["pending"]] == []
+    with LeagueStore(storage, create=False) as store:
+        assert store.result_count() == acked == store.counters()["games"]
+    return acked
+
+
+@pytest.mark.parametrize("config, cwd, port, game", [
+    ("config.yaml", EXAMPLE, 8141, "boxes.vector:DotsAndBoxes"),  # run from the user's folder
+    # run from elsewhere: the module imports from the config's folder
+    ("examples/dots_and_boxes/config_pettingzoo.yaml", ROOT, 8142, "pettingzoo:boxes.aec:env"),
+], ids=["vector", "pettingzoo"])
+def test_the_example_game_runs_a_league_from_the_launcher_and_answers_nash_act(tmp_path, config, cwd, port, game):
+    cmd = [sys.executable, "-m", "actors.launch", "--config", config, f"run.storage={tmp_path}",
+           "run.max_minutes=3", f"serve.port={port}", "league.nash_every_seconds=2",
+           "roles.main_agent.snapshot_every_steps=5000", "roles.main_exploiter.snapshot_every_steps=5000",
+           "roles.league_exploiter.snapshot_every_steps=5000", "rollout.envs_per_worker=32",
+           "rollout.steps_per_batch=512", "evaluator.games_per_pair=16", "policy.hidden=[32,32]"]
+    proc = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    obs, masks = boxes_decisions(32)
+    answer = None
+    try:
+        deadline = time.time() + 150
+        while time.time() < deadline and proc.poll() is None and answer is None:
+            time.sleep(2)
+            try:
+                r = requests.post(f"http://127.0.0.1:{port}/nash/act", timeout=30,
+                                  json={"observations": obs, "legal_masks": masks, "seed": 1})
+                nash = requests.get(f"http://127.0.0.1:{port}/nash", timeout=30).json()
+            except requests.ConnectionError:
+                continue
+            if r.status_code == 200 and r.json()["pool_version"] == nash.get("pool_version"):  # the same Nash
+                answer = r.json()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    assert answer is not None, out[-3000:]
+    assert len(answer["actions"]) == 32
+    assert all(masks[i][a] == 1 for i, a in enumerate(answer["actions"]))  # legal in every position asked
+    assert set(answer["members"]) <= {a["agent_id"] for a in nash["agents"]}
+    assert nash["game"]["obs_size"] == 20 and nash["game"]["num_actions"] == 12
+    assert assert_exact_accounting(tmp_path) > 0
+    with LeagueStore(tmp_path, create=False) as store:
+        assert store.get_meta("game") == game
+
+
+# ---------------------------------------------------------------------------- in-process leagues, one Ray
+FLAKY = """
+    import numpy as np
+
+    from boxes.vector import DotsAndBoxes
+
+
+    class FlakyBoxes(DotsAndBoxes):
+        '''Dots and Boxes whose step (and, more rarely, observe) raises on a schedule drawn from its seed,
+        after its first 100 steps (the launcher's protocol check plays fewer).'''
+
+        def __init__(self, num_envs, seed=None, **params):
+            super().__init__(num_envs, seed=seed, **params)
+            self.schedule = np.random.default_rng(seed)
+            self.steps = 0
+
+        def step(self, actions):
+            self.steps += 1
+            if self.steps > 100 and self.schedule.random() < 0.02:
+                raise RuntimeError("a bug in the user's step")
+            return super().step(actions)
+
+        def observe(self, seat, envs=None):
+            if self.steps > 100 and self.schedule.random() < 0.002:
+                raise IndexError("a bug in the user's observe")
+            return super().observe(seat, envs)
+"""
+
+
+@pytest.fixture(scope="module")
+def user_ray(request, tmp_path_factory):
+    """A local Ray whose workers import the user's modules (the example's folder and a folder
+    holding a flaky game), as the launcher's PYTHONPATH gives them."""
+    folder = tmp_path_factory.mktemp("user")
+    (folder / "flaky_boxes.py").write_text(textwrap.dedent(FLAKY))
+    before = os.environ.get("PYTHONPATH")
+    paths = [str(folder), str(EXAMPLE)]
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([before] if before else []))
+    sys.path[:0] = paths
+    try:
+        yield request.getfixturevalue("ray_local")
+    finally:
+        for p in paths:
+            sys.path.remove(p)
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+def run_league(storage, game: str, *overrides, until, timeout=120.0):
+    """A small league on ``game`` in this process's Ray until ``until(status)``; stopped, killed,
+    and the last status returned."""
+    from actors.launch import League, load
+
+    cfg, info = load(["--config", "configs/smoke.yaml", f"game.name={game}", f"run.storage={storage}",
+                      "serve.api=false", "rollout.opponent_inference=inprocess", "evaluator.probe_every_seconds=0",
+                      "evaluator.exact=false", "evaluator.games_per_pair=16", "rollout.envs_per_worker=16",
+                      "roles.league_exploiter.count=0", *overrides])
+    league = League(cfg, info)
+    try:
+        deadline = time.time() + timeout
+        while True:
+            league.supervise()
+            status = league.status()
+            if until(status) or time.time() > deadline:
+                break
+            time.sleep(1)
+        stats = {wid: __import__("ray").get(w.get_stats.remote()) for wid, w in league.workers.items()}
+        final = league.stop()
+    finally:
+        league.kill()
+    return status, final, stats
+
+
+def test_a_game_that_raises_mid_run_drops_episodes_and_the_league_goes_on(user_ray, tmp_path):
+    seen = {}
+
+    def until(status):
+        seen.setdefault("first", status["games"])
+        return status["games"] > seen["first"] + 3000 and status["pool_size"] >= 2
+
+    status, final, stats = run_league(tmp_path, "flaky_boxes:FlakyBoxes", until=until)
+    errors = sum(s["game_errors"] for s in stats.values())
+    assert errors > 0, stats  # the game did raise, in the workers
+    assert status["games"] > seen["first"] + 3000 and final["pool_size"] >= 2, status
+    assert assert_exact_accounting(tmp_path) == final["games"]
+
+
+@pytest.mark.parametrize("game, params", [
+    ("pettingzoo:connect_four_v3", []),
+    ("pettingzoo:leduc_holdem_v4", []),
+    ("pettingzoo:go_v5", ["game.params={board_size: 5, komi: 0.5}"]),
+], ids=["connect_four", "leduc", "go5x5"])
+def test_pettingzoo_classic_leagues(user_ray, tmp_path, game, params):
+    status, final, _ = run_league(tmp_path, game, *params,
+                                  until=lambda s: s["pool_size"] >= 2 and s["games"] >= 500 and s["nash_support"] >= 1)
+    assert final["pool_size"] >= 2 and final["games"] >= 500, final
+    assert assert_exact_accounting(tmp_path) == final["games"]
+    with LeagueStore(tmp_path, create=False) as store:
+        nash = store.latest_nash()
+        assert nash is not None and abs(sum(nash["weights"]) - 1.0) < 1e-6
+        assert store.get_meta("game") == game
