@@ -169,3 +169,15 @@ def test_the_progress_line_shows_the_published_mixtures_anchor_scores_and_anchor
         "published": {"uniform": {"value": 0.9}, "mcts:10": {"value": 0.25}},
         "newest_main": {"uniform": {"value": 0.8}}, "elo": {"published": {"value": 1381.7}}}}}
     assert quality_text(status) == "meta-expl 0.000 vs anchors uniform 0.90 mcts:10 0.25 (anchored Elo 1382)"
+
+
+def test_bench_anchors_plays_a_configs_round_and_prints_its_cpu_share():
+    out = subprocess.run([sys.executable, "-m", "bench.anchors", "--config", "configs/smoke.yaml", "--uniform"],
+                         capture_output=True, text=True, check=True, timeout=120)
+    line = json.loads(out.stdout.strip())
+    assert line["game"] == "kuhn_poker" and set(line["anchors"]) == {"uniform"}
+    assert line["anchors"]["uniform"]["games"] == 200  # evaluator.anchor_games of the smoke config
+    # uniform against uniform, seats alternating: 0.5 in expectation
+    assert line["anchors"]["uniform"]["ci95"][0] <= 0.5 <= line["anchors"]["uniform"]["ci95"][1]
+    r, every = line["round_cpu_seconds"], line["anchor_every_seconds"]
+    assert every == 10 and line["cpu_share"] == pytest.approx(r / (r + every), abs=1e-3)
