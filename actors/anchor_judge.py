@@ -78,6 +78,8 @@ class AnchorJudgeImpl:
             scored = out.setdefault(subject, {})
             rated = []
             for j, anchor in enumerate(cfg.anchors):
+                if self._stop.is_set():  # a stop waits for one anchor's games at most
+                    return out
                 start = time.perf_counter()
                 res = score_against(cfg.game.name, cfg.game.params, models, weights, anchor, games,
                                     seed=self.seed + 1000 * self.judged + j)
