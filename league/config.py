@@ -420,6 +420,7 @@ class Config:
             if name in seen:
                 raise ConfigError(f"anchors[{i}]", f"{name!r} is listed twice")
             seen.add(name)
+        self.anchors = [parse_anchor(text).name for text in self.anchors]  # one spelling for kinds and labels
         for name, rating in self.anchor_elo.items():
             if name not in seen:
                 raise ConfigError(f"anchor_elo.{name}", f"is not one of the anchors ({', '.join(sorted(seen)) or 'none'})")
