@@ -318,12 +318,33 @@ class LeagueCoordinatorImpl:
 
     def quality(self) -> dict[str, Any]:
         """What measures the published Nash beyond the meta-game: the latest exact NashConv
-        (Kuhn, Leduc) and the latest best-response probe (any game), each with its time."""
+        (Kuhn, Leduc), the latest best-response probe (any game) and the latest scores against
+        the fixed anchors (``anchors``), each with its time."""
         out: dict[str, Any] = {}
         for key, kind in QUALITY_KINDS.items():
             m = self.store.latest_measurement(kind)
             if m is not None:
                 out[key] = m
+        anchors = self._anchor_quality()
+        if anchors:
+            out["anchors"] = anchors
+        return out
+
+    def _anchor_quality(self) -> dict[str, Any]:
+        """The latest score of each subject against each configured anchor and each subject's anchored
+        Elo (league.anchors): ``{"published": {anchor: m}, "newest_main": {...}, "elo": {subject: m}}``,
+        one indexed store look-up per kind."""
+        from league.anchors import SUBJECTS, elo_kind, score_kind
+
+        out: dict[str, Any] = {}
+        for subject in SUBJECTS:
+            for anchor in self.cfg.anchors:
+                m = self.store.latest_measurement(score_kind(subject, anchor))
+                if m is not None:
+                    out.setdefault(subject, {})[anchor] = m
+            m = self.store.latest_measurement(elo_kind(subject))
+            if m is not None:
+                out.setdefault("elo", {})[subject] = m
         return out
 
     def _export_quality(self) -> None:
@@ -340,6 +361,14 @@ class LeagueCoordinatorImpl:
             low, high = p.get("ci95", (p["value"], p["value"]))
             self.metrics.set("probe_br_return", low, bound="ci95_low")
             self.metrics.set("probe_br_return", high, bound="ci95_high")
+        anchors = q.get("anchors", {})
+        for subject, by_anchor in anchors.items():
+            if subject == "elo":
+                continue
+            for anchor, m in by_anchor.items():
+                self.metrics.set("anchor_score", m["value"], anchor=anchor, subject=subject)
+        for subject, m in anchors.get("elo", {}).items():
+            self.metrics.set("anchor_elo", m["value"], subject=subject)
 
     # -- reading -------------------------------------------------------------------
     @timed

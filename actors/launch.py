@@ -79,6 +79,14 @@ def load(argv: list[str] | None):
     for i, snap in enumerate(cfg.league.seed_snapshots):
         if not Path(snap).is_file():
             raise ConfigError(f"league.seed_snapshots[{i}]", f"no such file: {snap}")
+    if cfg.anchors:
+        from policies.anchors import check_anchor
+
+        for i, anchor in enumerate(cfg.anchors):
+            try:
+                check_anchor(anchor, cfg.game.name, cfg.game.params)
+            except ValueError as exc:
+                raise ConfigError(f"anchors[{i}]", str(exc).splitlines()[0]) from None
     return cfg, info
 
 
@@ -238,6 +246,13 @@ class League:
             self.evaluators["prober"] = Prober.options(
                 name="prober", namespace=ns, num_cpus=cfg.evaluator.probe_num_cpus).remote(
                 cfg, self.coordinator, seed=cfg.run.seed * 1000 + 990)
+        if cfg.anchors:
+            from actors.anchor_judge import AnchorJudge
+
+            # supervised and stopped like an evaluator; never a training opponent
+            self.evaluators["anchor_judge"] = AnchorJudge.options(
+                name="anchor_judge", namespace=ns, num_cpus=cfg.evaluator.anchor_num_cpus).remote(
+                cfg, self.coordinator, seed=cfg.run.seed * 1000 + 980)
         self.runs: dict[str, Any] = {}
 
     def _start_opponents(self, cfg) -> None:
@@ -371,6 +386,11 @@ def quality_text(status: dict[str, Any]) -> str:
         p = q["probe"]
         low, high = p.get("ci95", (p["value"], p["value"]))
         parts.append(f"probe BR +{p['value']:.3f} [{low:.3f}, {high:.3f}]")
+    anchors = q.get("anchors") or {}
+    if anchors.get("published"):
+        scores = " ".join(f"{a} {m['value']:.2f}" for a, m in anchors["published"].items())
+        elo = anchors.get("elo", {}).get("published")
+        parts.append(f"vs anchors {scores}" + (f" (anchored Elo {elo['value']:.0f})" if elo else ""))
     return " ".join(parts)
 
 

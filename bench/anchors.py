@@ -3,6 +3,7 @@
     python -m bench.anchors --storage RUN [--storage RUN2 ...]
         [--anchors uniform,mcts:10,mcts:100,mcts:1000] [--games 100] [--seed 0]
     python -m bench.anchors --uniform --game connect_four [--anchors ...]
+    python -m bench.anchors --config configs/connect_four.yaml (--uniform | --storage RUN)
 
 For each run folder it loads the latest published Nash mixture (no Ray) and
 plays ``--games`` whole games against each anchor, seats alternating, one
@@ -11,6 +12,13 @@ per run::
 
     {"bench": "anchors", "storage": ..., "game": ..., "support": ...,
      "anchors": {"mcts:100": {"score", "ci95", "games"}, ...}, "seconds": ...}
+
+With ``--config`` the game, the anchors and the games per anchor are the
+config's (``anchors``, ``evaluator.anchor_games``), as the league's anchor judge
+plays them, and the line adds ``round_cpu_seconds``: the CPU time of one judge
+round (this mixture scored against every anchor, twice: the judge scores the
+published mixture and the newest main agent), and ``cpu_share``: a round's share
+of one core at ``evaluator.anchor_every_seconds``, round / (round + every).
 
 Scores lie in [0, 1] (win 1, draw 0.5, loss 0); higher is stronger. ``mcts:N``
 needs a perfect-information OpenSpiel game (Connect Four, tic-tac-toe, ...).
@@ -55,7 +63,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--anchors", default=DEFAULT_ANCHORS, help=f"comma-separated (default {DEFAULT_ANCHORS})")
     parser.add_argument("--games", type=int, default=100, help="games per anchor (default 100)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--config", help="a league config: its game, anchors and evaluator.anchor_games, and the "
+                                         "CPU share of one anchor judge round")
     args = parser.parse_args(argv)
+    args.cfg = None
+    if args.config:
+        from league.config import ConfigError, load_config
+
+        try:
+            args.cfg = load_config(args.config)
+        except ConfigError as exc:
+            parser.error(f"--config: {exc}")
+        if not args.cfg.anchors:
+            parser.error(f"--config: {args.config} has no anchors")
+        args.game, args.games = args.cfg.game.name, args.cfg.evaluator.anchor_games
+        args.anchors = ",".join(args.cfg.anchors)
     if args.uniform and not args.game:
         parser.error("--uniform needs --game")
     if args.games < 1:
@@ -77,8 +99,10 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     targets = [None] if args.uniform else args.storage
+    import policies.anchors  # noqa: F401 (imported before the clock starts)
+
     for run_dir in targets:
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         try:
             if run_dir is None:
                 game, params, ids, models, weights = args.game, {}, ["uniform"], [None], [1.0]
@@ -88,8 +112,14 @@ def main(argv=None) -> int:
         except ValueError as exc:
             print(json.dumps({"error": str(exc), "storage": run_dir}), file=sys.stderr)
             return 2
-        print(json.dumps({"bench": "anchors", "storage": run_dir or "uniform", "game": game, "support": len(ids),
-                          "anchors": scores, "seconds": round(time.perf_counter() - t0, 1)}), flush=True)
+        line = {"bench": "anchors", "storage": run_dir or "uniform", "game": game, "support": len(ids),
+                "anchors": scores, "seconds": round(time.perf_counter() - t0, 1)}
+        if args.cfg is not None:
+            every = args.cfg.evaluator.anchor_every_seconds
+            round_cpu = 2 * (time.process_time() - cpu0)  # two subjects per round
+            line.update(round_cpu_seconds=round(round_cpu, 2), anchor_every_seconds=every,
+                        cpu_share=round(round_cpu / (round_cpu + every), 4))
+        print(json.dumps(line), flush=True)
     return 0
 
 

@@ -241,6 +241,12 @@ class EvaluatorConfig:
     probe_eval_episodes: int = 20_000
     probe_num_envs: int = 128
     probe_num_cpus: float = 0.5
+    # Scores against the fixed anchors (top-level `anchors`), measured by the anchor judge actor every
+    # anchor_every_seconds (between the end of one round and the start of the next) with anchor_games
+    # games per subject and anchor, on anchor_num_cpus of the machine (one core while it plays)
+    anchor_every_seconds: float = 120.0
+    anchor_games: int = 50
+    anchor_num_cpus: float = 0.5
 
 
 @dataclass
@@ -309,6 +315,11 @@ class Config:
     ppo: dict[str, Any] = field(default_factory=dict)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
+    # fixed opponents the published mixture and the newest main agent are scored against, never
+    # training opponents (policies.anchors): uniform, mcts:N, pkg.module:factory
+    anchors: list[str] = field(default_factory=list)
+    # fixed Elo ratings of anchors, e.g. {"mcts:100": 1500}; uniform is 1000 unless given (league.anchors)
+    anchor_elo: dict[str, float] = field(default_factory=dict)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
     snapshots: SnapshotsConfig = field(default_factory=SnapshotsConfig)
@@ -347,6 +358,7 @@ class Config:
         for name in ("probe_steps", "probe_eval_episodes", "probe_num_envs"):
             _positive(f"evaluator.{name}", getattr(self.evaluator, name))
         _nonneg("evaluator.probe_num_cpus", self.evaluator.probe_num_cpus)
+        self._validate_anchors()
         if not (0 < self.serve.port < 65536):
             raise ConfigError("serve.port", f"must be a TCP port, got {self.serve.port}")
         if self.evaluator.exploitability is not None:
@@ -393,6 +405,30 @@ class Config:
             raise ConfigError("ray.metrics_export_port", f"must be a TCP port outside Ray's worker ports "
                                                          f"10002-19999 (or null), got {port!r}")
         return self
+
+    def _validate_anchors(self) -> None:
+        """The anchors' syntax and ratings; what needs the game (mcts on a perfect-information game, a
+        factory that imports) is checked by the launcher (policies.anchors.check_anchor)."""
+        from league.anchors import parse_anchor
+
+        seen = set()
+        for i, text in enumerate(self.anchors):
+            try:
+                name = parse_anchor(text).name
+            except ValueError as exc:
+                raise ConfigError(f"anchors[{i}]", str(exc)) from None
+            if name in seen:
+                raise ConfigError(f"anchors[{i}]", f"{name!r} is listed twice")
+            seen.add(name)
+        self.anchors = [parse_anchor(text).name for text in self.anchors]  # one spelling for kinds and labels
+        for name, rating in self.anchor_elo.items():
+            if name not in seen:
+                raise ConfigError(f"anchor_elo.{name}", f"is not one of the anchors ({', '.join(sorted(seen)) or 'none'})")
+            if isinstance(rating, bool) or not isinstance(rating, (int, float)) or not math.isfinite(rating):
+                raise ConfigError(f"anchor_elo.{name}", f"must be a finite number, got {rating!r}")
+        _positive("evaluator.anchor_every_seconds", self.evaluator.anchor_every_seconds)
+        _positive("evaluator.anchor_games", self.evaluator.anchor_games)
+        _nonneg("evaluator.anchor_num_cpus", self.evaluator.anchor_num_cpus)
 
     def role(self, agent_type) -> RoleConfig:
         return getattr(self.roles, getattr(agent_type, "value", agent_type))

@@ -450,3 +450,9 @@ class LeagueStore:
     def measurements(self, kind: str) -> list[dict[str, Any]]:
         rows = self._query("SELECT time, value, data FROM measurements WHERE kind = ? ORDER BY time", (kind,))
         return [{"time": t, "value": v, **json.loads(d)} for t, v, d in rows]
+
+    def measurement_kinds(self, prefix: str = "") -> list[str]:
+        """The measurement kinds recorded that start with ``prefix`` (an index range scan), sorted."""
+        rows = self._query("SELECT DISTINCT kind FROM measurements WHERE kind >= ? AND kind < ? ORDER BY kind",
+                           (prefix, prefix + "\U0010ffff"))
+        return [r[0] for r in rows]

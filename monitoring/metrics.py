@@ -43,6 +43,13 @@ class LeagueMetrics:
                                      "A trained best response's mean return against the Nash mixture (a lower bound "
                                      "on its exploitability), last probe; bound = mean, ci95_low, ci95_high",
                                      ("bound",)),
+            "anchor_score": Gauge("league_anchor_score",
+                                  "Last score in [0, 1] against a fixed anchor (config `anchors`) of the published "
+                                  "Nash mixture (subject=published) or the newest main agent (subject=newest_main)",
+                                  ("anchor", "subject")),
+            "anchor_elo": Gauge("league_anchor_elo",
+                                "Elo rating from the last scores against the anchors of fixed rating "
+                                "(maximum likelihood; uniform = 1000 unless anchor_elo says otherwise)", ("subject",)),
             "nash_weight": Gauge("league_nash_weight", "Nash weight of an agent (agents in or recently in the support)",
                                  ("agent",)),
             "nash_support": Gauge("league_nash_support_size", "Agents with positive Nash weight"),

@@ -85,6 +85,8 @@ class ReportData:
     probe: list[dict[str, Any]] = field(default_factory=list)  # best-response probes (measurements)
     objective: list[dict[str, Any]] = field(default_factory=list)  # learners' outcome novelty and reward gap
     meta_nash_conv: list[dict[str, Any]] = field(default_factory=list)  # the meta-game Nash's, beside a published LP mixture
+    # scores against fixed anchors and anchored Elo, by measurement kind (league.anchors)
+    anchors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def latest_nash(self) -> dict[str, Any] | None:
@@ -104,6 +106,7 @@ class ReportData:
         times += [n["solved_at"] for n in self.nash] + [r[0] for r in self.elo_history]
         times += [m["time"] for m in self.nash_conv] + [m["time"] for m in self.probe]
         times += [m["time"] for m in self.objective]
+        times += [m["time"] for rows in self.anchors.values() for m in rows]
         return max(times) if times else self.t0()
 
 
@@ -148,6 +151,7 @@ def load(run_dir: str | Path) -> ReportData:
                 probe=store.measurements("probe_br_return"),
                 objective=store.measurements("objective"),
                 meta_nash_conv=store.measurements("meta_nash_conv"),
+                anchors={kind: store.measurements(kind) for kind in store.measurement_kinds("anchor")},
             )
     except (sqlite3.DatabaseError, ValueError, KeyError) as exc:
         raise ReportError(f"{store.path} could not be read: {exc}") from None
@@ -548,6 +552,68 @@ def fig_objective(data: ReportData):
     return fig, True
 
 
+def anchor_scores(data: ReportData) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Scores against the anchors over time: ``{subject: {anchor: [measurement, ...]}}``."""
+    from league.anchors import SUBJECTS, score_kind
+
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for subject in SUBJECTS:
+        prefix = score_kind(subject, "")
+        for kind, rows in sorted(data.anchors.items()):
+            if kind.startswith(prefix) and rows:
+                out.setdefault(subject, {})[kind[len(prefix):]] = rows
+    return out
+
+
+def anchor_elos(data: ReportData) -> dict[str, list[dict[str, Any]]]:
+    """Anchored Elo over time: ``{subject: [measurement, ...]}``."""
+    from league.anchors import SUBJECTS, elo_kind
+
+    return {subject: data.anchors[elo_kind(subject)] for subject in SUBJECTS if data.anchors.get(elo_kind(subject))}
+
+
+def fig_anchors(data: ReportData):
+    plt = _plt()
+    fig, (ax_s, ax_e) = plt.subplots(1, 2, figsize=(12, 4.2))
+    clock = _Clock(data)
+    scores, elos = anchor_scores(data), anchor_elos(data)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    anchors = sorted({a for by_anchor in scores.values() for a in by_anchor})
+    style = {"published": ("-", "o", "published Nash mixture"), "newest_main": ("--", "s", "newest main agent")}
+    for subject, by_anchor in scores.items():
+        ls, marker, what = style[subject]
+        for anchor, rows in by_anchor.items():
+            v = np.array([m["value"] for m in rows], dtype=float)
+            ci = np.array([m.get("ci95", [m["value"], m["value"]]) for m in rows], dtype=float)
+            ax_s.errorbar(clock([m["time"] for m in rows]), v, yerr=[v - ci[:, 0], ci[:, 1] - v], ls=ls,
+                          marker=marker, ms=3, capsize=2, color=colors[anchors.index(anchor) % len(colors)],
+                          label=f"{what} vs {anchor}")
+    if scores:
+        ax_s.set_ylim(-0.02, 1.02)
+        ax_s.axhline(0.5, color="0.5", ls=":", lw=1)
+        ax_s.set_xlabel(clock.label)
+        ax_s.set_ylabel("score (win 1, draw 0.5, loss 0)")
+        ax_s.grid(alpha=0.3)
+        ax_s.legend(fontsize=8, loc="best")
+    else:
+        _no_data(ax_s, "no anchors in this run's config")
+    ax_s.set_title("Score against fixed anchors (95% CI)")
+    for subject, rows in elos.items():
+        ls, marker, what = style[subject]
+        ax_e.plot(clock([m["time"] for m in rows]), [m["value"] for m in rows], ls=ls, marker=marker, ms=3,
+                  color="#1f77b4" if subject == "published" else "#d62728", label=what)
+    if elos:
+        ax_e.set_xlabel(clock.label)
+        ax_e.set_ylabel("Elo")
+        ax_e.grid(alpha=0.3)
+        ax_e.legend(fontsize=8, loc="best")
+    else:
+        _no_data(ax_e, "no rated anchor")
+    ax_e.set_title("Elo anchored on the anchors' fixed ratings")
+    fig.tight_layout()
+    return fig, bool(scores)
+
+
 FIGURES: dict[str, tuple[str, Callable]] = {
     "payoff": ("Payoff heatmap", fig_payoff),
     "nash": ("Nash mixture over time", fig_nash),
@@ -555,6 +621,7 @@ FIGURES: dict[str, tuple[str, Callable]] = {
     "exploitability": ("Exploitability", fig_exploitability),
     "lineage": ("Lineage", fig_lineage),
     "objective": ("Objective across k opponents", fig_objective),
+    "anchors": ("Strength against fixed anchors", fig_anchors),
 }
 
 
@@ -590,6 +657,10 @@ def summary(data: ReportData) -> dict[str, Any]:
             "support": dict(nash_support(data)),
         },
         "exact": data.exact,
+        "anchors": {subject: {anchor: {k: rows[-1].get(k) for k in ("time", "value", "ci95", "games", "pool_version")}
+                              for anchor, rows in by_anchor.items()}
+                    for subject, by_anchor in anchor_scores(data).items()},
+        "anchor_elo": {subject: rows[-1]["value"] for subject, rows in anchor_elos(data).items()},
         "objective": {learner: {"outcome_novelty": rows[-1].get("outcome_novelty", rows[-1]["value"]),
                                 "reward_gap": rows[-1].get("reward_gap", 0.0),
                                 "k_opponents": rows[-1].get("k_opponents", 1), "shaper": rows[-1].get("shaper"),
@@ -650,6 +721,13 @@ def render_html(data: ReportData, figures: dict[str, tuple[str, bool]]) -> str:
         rows.append(("best-response probe, latest (lower bound on exploitability)",
                      f"<span id='probe'>{p['value']:+.4f}</span> [{low:.4f}, {high:.4f}] "
                      f"({_fmt(p.get('steps', 0))} training steps, {e(_when(p['time']))})"))
+    what = {"published": "published Nash mixture", "newest_main": "newest main agent"}
+    for subject, by_anchor in s["anchors"].items():
+        elo = s["anchor_elo"].get(subject)
+        rows.append((f"score vs anchors, latest ({what[subject]})", ", ".join(
+            f"{e(a)} <span id='anchor-{e(subject)}-{e(a)}'>{m['value']:.3f}</span> "
+            f"[{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]" for a, m in by_anchor.items())
+            + (f"; anchored Elo <span id='anchor-elo-{e(subject)}'>{elo:.0f}</span>" if elo is not None else "")))
     support_rows = "".join(f"<tr><td>{e(a)}</td><td>{w:.4f}</td></tr>" for a, w in (nash or {}).get("support", {}).items())
     learner_rows = "".join(
         "<tr>" + "".join(f"<td>{e(_fmt(l[k]))}</td>" for k in ("learner_id", "role", "version", "step", "snapshots",

@@ -26,46 +26,18 @@ from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 import pyspiel
 
 from envs.openspiel import load_two_player_zero_sum, sample_chance, state_tensor
+from league.anchors import AnchorSpec, parse_anchor  # noqa: F401 (re-exported: the syntax needs no pyspiel)
 from policies.net import sample_rows
 
 UCT_C = 2.0  # OpenSpiel's default exploration constant for MCTSBot
 ROLLOUTS = 1  # random rollouts per leaf evaluation (OpenSpiel's examples use 1)
 MAX_MEMORY_MB = 1000
-
-
-@dataclass(frozen=True)
-class AnchorSpec:
-    """A parsed anchor: ``kind`` is ``uniform``, ``mcts`` or ``factory``."""
-
-    name: str
-    kind: str
-    simulations: int = 0
-    factory: str = ""
-
-
-def parse_anchor(text: str) -> AnchorSpec:
-    """``uniform``, ``mcts:N`` or ``pkg.module:factory``; ValueError naming what is wrong."""
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"an anchor must be a non-empty string, got {text!r}")
-    text = text.strip()
-    if text == "uniform":
-        return AnchorSpec(text, "uniform")
-    if text.startswith("mcts:"):
-        n = text[len("mcts:"):]
-        if not n.isdigit() or int(n) < 1:
-            raise ValueError(f"anchor {text!r}: mcts:N needs a whole number of simulations N >= 1")
-        return AnchorSpec(text, "mcts", simulations=int(n))
-    module, sep, attr = text.rpartition(":")
-    if not sep or not module or not attr.isidentifier():
-        raise ValueError(f"anchor {text!r} is not 'uniform', 'mcts:N' or 'pkg.module:factory'")
-    return AnchorSpec(text, "factory", factory=text)
 
 
 class UniformBot:
@@ -99,6 +71,33 @@ def make_bot(spec: AnchorSpec, game: pyspiel.Game, seed: int):
         raise ValueError(f"anchor {spec.name!r}: {spec.factory}(game) returned {type(bot).__name__}, "
                          "which has no step(state) method")
     return bot
+
+
+def check_anchor(text: str, game_name: str, params: dict | None = None) -> None:
+    """What ``score_against`` needs of an anchor and the game, checked without playing: a
+    sequential two-player OpenSpiel game, perfect information for ``mcts:N``, a factory that
+    imports. ValueError naming what is wrong."""
+    from envs import is_matrix_game
+
+    spec = parse_anchor(text)
+    if game_name.startswith("pettingzoo:") or is_matrix_game(game_name):
+        raise ValueError(f"anchor {spec.name!r} needs a sequential OpenSpiel game; {game_name} is not one")
+    try:
+        game = load_two_player_zero_sum(game_name, params or None)
+    except ValueError as exc:
+        raise ValueError(f"anchor {spec.name!r} needs an OpenSpiel game: {exc}") from None
+    if game.get_type().dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
+        raise ValueError(f"anchor {spec.name!r} needs a sequential game; {game_name} is simultaneous-move")
+    if spec.kind == "mcts" and game.get_type().information != pyspiel.GameType.Information.PERFECT_INFORMATION:
+        raise ValueError(f"anchor {spec.name!r} needs a perfect-information game; {game_name} is not")
+    if spec.kind == "factory":
+        module_name, _, attr = spec.factory.rpartition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"anchor {spec.name!r}: cannot load {spec.factory}: {exc}") from None
+        if not callable(factory):
+            raise ValueError(f"anchor {spec.name!r}: {spec.factory} is not callable")
 
 
 def _member_action(model, tensor, state, player: int, num_actions: int, rng: np.random.Generator) -> int:

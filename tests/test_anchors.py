@@ -78,3 +78,106 @@ def test_bench_anchors_prints_one_json_line_per_target():
     bad = subprocess.run([sys.executable, "-m", "bench.anchors", "--uniform", "--game", "tic_tac_toe",
                           "--anchors", "mcts:0"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--anchors" in bad.stderr
+
+
+# -- anchors in the league: config, the anchored Elo, the progress line --------------------------
+
+def test_anchored_elo_against_one_anchor_is_the_closed_form():
+    from league.anchors import anchored_elo
+
+    for rating, score, games in ((1500.0, 0.75, 40), (0.0, 0.2, 10), (1000.0, 0.5, 7)):
+        assert anchored_elo([(rating, score, games)]) == pytest.approx(
+            rating + 400 * np.log10(score / (1 - score)), abs=1e-9)
+    # a clean sweep is half a game from it: s clamped to 1 - 1/(2n)
+    assert anchored_elo([(1500.0, 1.0, 50)]) == pytest.approx(1500 + 400 * np.log10(0.99 / 0.01), abs=1e-9)
+    assert anchored_elo([(1500.0, 0.0, 50)]) == pytest.approx(1500 - 400 * np.log10(0.99 / 0.01), abs=1e-9)
+
+
+def test_anchored_elo_over_several_anchors_is_the_maximum_likelihood_rating():
+    """The rating whose Elo expectations reproduce the scores is the maximum-likelihood one, and
+    at the result the likelihood's gradient, sum n_i (s_i - E_i), is zero."""
+    from league.anchors import anchored_elo
+
+    true = 1320.0
+    anchors = [(1000.0, 30), (1500.0, 50), (2000.0, 100)]  # no score within half a game of a sweep
+    exact = [(r, 1 / (1 + 10 ** ((r - true) / 400)), n) for r, n in anchors]
+    assert anchored_elo(exact) == pytest.approx(true, abs=1e-6)
+    rows = [(1000.0, 0.9, 30), (1500.0, 0.55, 50), (2000.0, 0.1, 20)]
+    r = anchored_elo(rows)
+    assert sum(n * (s - 1 / (1 + 10 ** ((a - r) / 400))) for a, s, n in rows) == pytest.approx(0.0, abs=1e-6)
+    # two anchors of one rating pool their games: the closed form at the pooled score
+    pooled = anchored_elo([(1200.0, 0.6, 30), (1200.0, 0.8, 10)])
+    s = (0.6 * 30 + 0.8 * 10) / 40
+    assert pooled == pytest.approx(1200 + 400 * np.log10(s / (1 - s)), abs=1e-6)
+    with pytest.raises(ValueError):
+        anchored_elo([])
+
+
+def test_anchor_ratings_pin_uniform_at_the_league_elo_anchor_unless_given():
+    from league.anchors import anchor_ratings
+    from league.elo import EloTable, UNIFORM_RANDOM
+
+    assert anchor_ratings(["uniform", "mcts:10"], {}) == {"uniform": EloTable().anchors[UNIFORM_RANDOM]}
+    assert anchor_ratings(["uniform", "mcts:10"], {"mcts:10": 1400, "uniform": 0}) == {"uniform": 0.0,
+                                                                                        "mcts:10": 1400.0}
+    assert anchor_ratings(["mcts:10"], {}) == {}
+
+
+def test_anchor_config_parses_and_bad_anchors_name_their_key():
+    from league.config import ConfigError, load_config
+
+    cfg = load_config("configs/smoke.yaml", ['anchors=[uniform, "mcts:100"]', 'anchor_elo={"mcts:100": 1500}',
+                                             "evaluator.anchor_every_seconds=30", "evaluator.anchor_games=10"])
+    assert cfg.anchors == ["uniform", "mcts:100"] and cfg.anchor_elo == {"mcts:100": 1500}
+    assert (cfg.evaluator.anchor_every_seconds, cfg.evaluator.anchor_games) == (30, 10)
+    assert load_config().anchors == [] and load_config().anchor_elo == {}
+    for overrides, key in (
+            (["anchors=[uniform, nonsense]"], "anchors[1]"),
+            (["anchors=[mcts:0]"], "anchors[0]"),
+            (["anchors=[uniform, uniform]"], "anchors[1]"),
+            (["anchors=uniform"], "anchors"),
+            (["anchors=[uniform]", 'anchor_elo={"mcts:10": 1500}'], "anchor_elo.mcts:10"),
+            (["anchors=[uniform]", 'anchor_elo={"uniform": high}'], "anchor_elo.uniform"),
+            (["evaluator.anchor_every_seconds=0"], "evaluator.anchor_every_seconds"),
+            (["evaluator.anchor_games=0"], "evaluator.anchor_games"),
+            (["evaluator.anchor_num_cpus=-1"], "evaluator.anchor_num_cpus")):
+        with pytest.raises(ConfigError) as err:
+            load_config("configs/smoke.yaml", overrides)
+        assert err.value.key == key, (overrides, str(err.value))
+
+
+@pytest.mark.parametrize("overrides, key, words", [
+    (["anchors=[mcts:10]"], "anchors[0]", "perfect-information"),  # smoke plays Kuhn poker
+    (["game.name=tic_tac_toe", "anchors=[uniform, no_such_pkg.bots:make]"], "anchors[1]", "cannot load"),
+    (["game.name=tic_tac_toe", "anchors=[json:no_such_factory]"], "anchors[0]", "cannot load"),
+    (["game.name=biased_rps", "anchors=[uniform]"], "anchors[0]", "OpenSpiel"),
+])
+def test_the_launcher_stops_before_ray_on_an_anchor_the_game_cannot_play(overrides, key, words):
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "actors.launch", "--config", "configs/smoke.yaml", *overrides],
+                         capture_output=True, text=True, timeout=120, cwd=root)
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"nash-league: config error: {key}"), out.stderr
+    assert words in lines[0], lines[0]
+
+
+def test_the_progress_line_shows_the_published_mixtures_anchor_scores_and_anchored_elo():
+    from actors.launch import quality_text
+
+    status = {"meta_exploitability": 0.0, "quality": {"anchors": {
+        "published": {"uniform": {"value": 0.9}, "mcts:10": {"value": 0.25}},
+        "newest_main": {"uniform": {"value": 0.8}}, "elo": {"published": {"value": 1381.7}}}}}
+    assert quality_text(status) == "meta-expl 0.000 vs anchors uniform 0.90 mcts:10 0.25 (anchored Elo 1382)"
+
+
+def test_bench_anchors_plays_a_configs_round_and_prints_its_cpu_share():
+    out = subprocess.run([sys.executable, "-m", "bench.anchors", "--config", "configs/smoke.yaml", "--uniform"],
+                         capture_output=True, text=True, check=True, timeout=120)
+    line = json.loads(out.stdout.strip())
+    assert line["game"] == "kuhn_poker" and set(line["anchors"]) == {"uniform"}
+    assert line["anchors"]["uniform"]["games"] == 200  # evaluator.anchor_games of the smoke config
+    # uniform against uniform, seats alternating: 0.5 in expectation
+    assert line["anchors"]["uniform"]["ci95"][0] <= 0.5 <= line["anchors"]["uniform"]["ci95"][1]
+    r, every = line["round_cpu_seconds"], line["anchor_every_seconds"]
+    assert every == 10 and line["cpu_share"] == pytest.approx(r / (r + every), abs=1e-3)

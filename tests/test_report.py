@@ -26,7 +26,7 @@ from policies.net import ActorCritic, PolicySpec
 from policies.snapshot import policy_to_bytes
 
 GAME = "kuhn_poker"
-FIGURES = ("payoff", "nash", "elo", "exploitability", "lineage", "objective")
+FIGURES = ("payoff", "nash", "elo", "exploitability", "lineage", "objective", "anchors")
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -87,9 +87,22 @@ def league_run(tmp_path_factory):
     probed = probe(GAME, [models[a] for a in support], list(support.values()),
                    ProbeConfig(steps=4000, eval_episodes=2000, num_envs=64))
     store.add_measurement("probe_br_return", probed["br_return"], {"ci95": probed["ci95"], "steps": probed["steps"]})
+    # two real rounds against the uniform anchor, recorded as the anchor judge records them
+    from league.anchors import anchored_elo, elo_kind, score_kind
+    from policies.anchors import score_against
+
+    newest_main = [a for a in league.pool.ids() if a.startswith("main_agent")][-1]
+    subjects = {"published": ([models[a] for a in support], list(support.values())),
+                "newest_main": ([models[newest_main]], [1.0])}
+    for round_ in range(2):
+        for subject, (members, weights) in subjects.items():
+            res = score_against(GAME, None, members, weights, "uniform", games=200, seed=round_)
+            store.add_measurement(score_kind(subject, "uniform"), res["score"],
+                                  {"anchor": "uniform", "subject": subject, "ci95": res["ci95"], "games": 200})
+            store.add_measurement(elo_kind(subject), anchored_elo([(1000.0, res["score"], 200)]), {"subject": subject})
     store.close()
     out = report.build_report(run)
-    return {"run": run, "html": out.read_text(encoding="utf-8"), "league": league,
+    return {"run": run, "html": out.read_text(encoding="utf-8"), "league": league, "newest_main": newest_main,
             "nash_conv": expected_nash_conv, "probe": probed}
 
 
@@ -223,3 +236,21 @@ def test_report_shows_each_learners_latest_objective_and_its_skipped_updates(lea
         assert o["outcome_novelty"] == pytest.approx(0.3 + i) and o["reward_gap"] == pytest.approx(-0.5 * i)
         assert o["k_opponents"] == 1 + i and o["skipped_updates"] == (learner_id == "main_exploiter-0")
     assert "<table class='grid' id='objective'>" in league_run["html"]
+
+
+def test_report_shows_the_latest_anchor_scores_and_anchored_elo_of_the_store(league_run):
+    from league.anchors import elo_kind, score_kind
+
+    summary, html = _summary(league_run["html"]), league_run["html"]
+    with LeagueStore(league_run["run"], create=False) as store:
+        for subject in ("published", "newest_main"):
+            rows = store.measurements(score_kind(subject, "uniform"))
+            assert len(rows) == 2
+            shown = summary["anchors"][subject]["uniform"]
+            assert shown["value"] == rows[-1]["value"] and shown["ci95"] == rows[-1]["ci95"]
+            assert 0.0 <= shown["value"] <= 1.0
+            elo = store.latest_measurement(elo_kind(subject))["value"]
+            assert summary["anchor_elo"][subject] == pytest.approx(
+                1000 + 400 * np.log10(shown["value"] / (1 - shown["value"])))
+            assert elo == summary["anchor_elo"][subject]
+            assert re.search(rf"<span id='anchor-{subject}-uniform'>{shown['value']:.3f}</span>", html)

@@ -1,0 +1,120 @@
+"""Anchor judge: how strong the league is in absolute terms, against opponents that never learn.
+
+Payoffs and Elo inside the league are relative. Every round this actor plays
+``evaluator.anchor_games`` whole games of two subjects against every anchor of
+the config (``anchors``: ``uniform``, ``mcts:N``, ``pkg.module:factory``;
+``policies.anchors.score_against``, seats alternating): ``published``, the
+league's published Nash mixture (one member drawn per game by its weight), and
+``newest_main``, the newest main-agent snapshot in the pool. Each score is
+recorded as the measurement ``anchor:<subject>:<anchor>``, and, where anchors
+have fixed ratings (``anchor_elo``; ``uniform`` is 1000), each subject's
+maximum-likelihood rating over those games as ``anchor_elo:<subject>``
+(``league.anchors``), in the spirit of AlphaStar's evaluation against scripted
+opponents of fixed rating (Vinyals et al. 2019).
+
+Anchors are never training opponents: nothing here reaches matchmaking. The
+first round plays as soon as the pool has a subject; each later one starts
+``evaluator.anchor_every_seconds`` after the previous one ended; a round
+plays on one core (the MCTS bots are OpenSpiel's C++, single-threaded), so its
+share of a core is a round's duration over (duration + anchor_every_seconds).
+Ray reserves ``evaluator.anchor_num_cpus`` for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+import ray
+import torch
+
+from league.anchors import anchor_ratings, anchored_elo, elo_kind, score_kind
+from league.config import Config
+from policies.anchors import score_against
+from policies.snapshot import policy_from_bytes
+
+log = logging.getLogger(__name__)
+
+
+class AnchorJudgeImpl:
+    def __init__(self, cfg: Config, coordinator, seed: int = 0):
+        torch.set_num_threads(1)
+        self.cfg = cfg
+        self.coordinator = coordinator
+        self.seed = int(seed)
+        self.ratings = anchor_ratings(cfg.anchors, cfg.anchor_elo)
+        self._stop = threading.Event()
+        self.rounds = 0  # loop turns, idle ones too (as Evaluator.get_stats)
+        self.judged = 0  # rounds that scored at least one subject
+
+    def get_stats(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "rounds": self.rounds, "judged": self.judged}
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _subjects(self) -> list[tuple[str, list[str], list, list[float], int]]:
+        """(subject, agent ids, models, weights, pool_version) of each subject that exists yet."""
+        out = []
+        nash = ray.get(self.coordinator.nash.remote())
+        if nash.members:
+            models = [policy_from_bytes(ray.get(self.coordinator.get_snapshot.remote(i))) for i in nash.ids]
+            out.append(("published", nash.ids, models, [float(w) for w in nash.weights], nash.pool_version))
+        mains = [a for a in ray.get(self.coordinator.pool.remote()) if a["agent_type"] == "main_agent"]
+        if mains:
+            newest = mains[-1]["agent_id"]  # the pool lists oldest first
+            model = policy_from_bytes(ray.get(self.coordinator.get_snapshot.remote(newest)))
+            out.append(("newest_main", [newest], [model], [1.0], nash.pool_version))
+        return out
+
+    def judge_once(self) -> dict[str, dict[str, Any]]:
+        """Score every subject against every anchor and record it; ``{subject: {anchor: score, "elo": r}}``."""
+        cfg, games = self.cfg, self.cfg.evaluator.anchor_games
+        out: dict[str, dict[str, Any]] = {}
+        for subject, ids, models, weights, pool_version in self._subjects():
+            scored = out.setdefault(subject, {})
+            rated = []
+            for j, anchor in enumerate(cfg.anchors):
+                if self._stop.is_set():  # a stop waits for one anchor's games at most
+                    return out
+                start = time.perf_counter()
+                res = score_against(cfg.game.name, cfg.game.params, models, weights, anchor, games,
+                                    seed=self.seed + 1000 * self.judged + j)
+                data = {"anchor": anchor, "subject": subject, "agents": ids, "ci95": res["ci95"],
+                        "games": res["games"], "pool_version": pool_version,
+                        "seconds": time.perf_counter() - start}
+                ray.get(self.coordinator.record_measurement.remote(score_kind(subject, anchor), res["score"], data))
+                scored[anchor] = res["score"]
+                if anchor in self.ratings:
+                    rated.append((self.ratings[anchor], res["score"], res["games"]))
+            if rated:
+                elo = anchored_elo(rated)
+                ray.get(self.coordinator.record_measurement.remote(elo_kind(subject), elo, {
+                    "subject": subject, "agents": ids, "pool_version": pool_version,
+                    "anchors": {a: self.ratings[a] for a in cfg.anchors if a in self.ratings},
+                    "games": sum(n for _, _, n in rated)}))
+                scored["elo"] = elo
+        if out:
+            self.judged += 1
+        return out
+
+    def run(self) -> int:
+        every = self.cfg.evaluator.anchor_every_seconds
+        next_at = time.time()  # the first round as soon as the pool has a subject
+        while not self._stop.wait(timeout=max(0.0, min(1.0, next_at - time.time()))):
+            self.rounds += 1
+            if time.time() < next_at:
+                continue
+            judged = {}
+            try:
+                judged = self.judge_once()
+            except (KeyError, ValueError, ray.exceptions.RayTaskError) as exc:
+                log.info("anchor round skipped (%s)", exc)  # a member was evicted meanwhile
+            next_at = time.time() + (every if judged else min(every, 2.0))
+        return self.judged
+
+
+AnchorJudge = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=2)(AnchorJudgeImpl)
