@@ -4,12 +4,13 @@ A league's payoff and Elo are relative: a pool of weak agents can look strong
 against itself. An anchor is an opponent that never learns, so a score against
 it means the same thing in every run:
 
-- ``uniform``: a uniformly random legal action;
+- ``uniform``: a uniformly random legal action, played through the league's
+  game protocol (``envs``), so every game the league runs has it;
 - ``mcts:N``: OpenSpiel's C++ MCTS bot (UCT, Kocsis & Szepesvari 2006) with N
   simulations per move, a random-rollout evaluator and ``solve=True`` (proven
   wins and losses are backed up, so it never misses a forced win it has
   searched). It is the usual strength ladder for perfect-information games:
-  uniform random scores about 0.075 against MCTS-10 on Connect Four, and
+  uniform random scores about 0.1 against MCTS-10 on Connect Four, and
   AlphaZero-style agents beat MCTS-1000;
 - ``pkg.module:factory``: a user's bot; ``factory(game)`` gets the
   ``pyspiel.Game`` and returns an object whose ``step(state)`` returns an
@@ -80,6 +81,8 @@ def check_anchor(text: str, game_name: str, params: dict | None = None) -> None:
     from envs import is_matrix_game
 
     spec = parse_anchor(text)
+    if spec.kind == "uniform":  # plays through the game protocol: any game the league runs
+        return
     if game_name.startswith("pettingzoo:") or is_matrix_game(game_name):
         raise ValueError(f"anchor {spec.name!r} needs a sequential OpenSpiel game; {game_name} is not one")
     try:
@@ -140,19 +143,60 @@ def score_against(game_name: str, params: dict | None, models: Sequence[Any], we
     if games < 1:
         raise ValueError(f"games must be >= 1, got {games}")
     spec = parse_anchor(anchor)
-    game = load_two_player_zero_sum(game_name, params or None)
-    lo, hi = float(game.min_utility()), float(game.max_utility())
     w = np.asarray(weights, dtype=np.float64)
     if len(models) != len(w) or len(w) == 0 or not np.all(np.isfinite(w)) or (w < 0).any() or w.sum() <= 0:
         raise ValueError("models and weights must be non-empty, of equal length, weights finite, >= 0, not all 0")
     w = w / w.sum()
     rng = np.random.default_rng(seed)
+    if spec.kind == "uniform":
+        scores = _scores_against_uniform(game_name, params, models, w, games, rng)
+    else:
+        scores = _scores_against_bot(game_name, params, models, w, spec, games, seed, rng)
+    mean = float(scores.mean())
+    half = 1.959964 * float(scores.std(ddof=1)) / math.sqrt(games) if games > 1 else float("nan")
+    return {"anchor": spec.name, "score": mean, "ci95": [mean - half, mean + half], "games": games}
+
+
+class _UniformPlayer:
+    """Uniform random play in the learner's seat of ``collect_rollout`` (the ``act`` interface)."""
+
+    def act(self, obs, mask, generator=None, deterministic: bool = False):
+        mask = np.asarray(mask, dtype=bool)
+        probs = mask / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+        n = len(mask)
+        return sample_rows(probs, generator), np.zeros(n, np.float32), np.zeros(n, np.float32)
+
+
+def _scores_against_uniform(game_name: str, params: dict | None, models, w: np.ndarray, games: int,
+                            rng: np.random.Generator) -> np.ndarray:
+    """Uniform random play through the game protocol (``envs``), so any game the league runs has
+    this anchor; each member plays its share of the games (drawn by weight), seats alternating."""
+    from envs import make_game
+    from envs.base import utility_range
+    from policies.best_response import evaluate
+    from policies.rollout import EpisodeMixture
+
+    game = make_game(game_name, min(games, 64), seed=int(rng.integers(2**31)), **(params or {}))
+    lo, hi = utility_range(game)
+    uniform = EpisodeMixture([None], [1.0], rng)
+    out = []
+    for model, n in zip(models, rng.multinomial(games, w)):
+        if n:
+            player = _UniformPlayer() if model is None else model
+            returns = evaluate(game, player, uniform, int(n), rng, greedy=False, seats="alternate")[:n]
+            out.append((returns - lo) / (hi - lo) if hi > lo else np.full(len(returns), 0.5))
+    return np.concatenate(out)
+
+
+def _scores_against_bot(game_name: str, params: dict | None, models, w: np.ndarray, spec: AnchorSpec,
+                        games: int, seed: int, rng: np.random.Generator) -> np.ndarray:
+    """Whole games on native OpenSpiel states against an MCTS or user bot, seats alternating."""
+    game = load_two_player_zero_sum(game_name, params or None)
+    lo, hi = float(game.min_utility()), float(game.max_utility())
     bot = make_bot(spec, game, seed)
     scores = np.empty(games)
     for i in range(games):
         model = models[int(rng.choice(len(models), p=w))]
         ret = play_game(game, model, bot, policy_seat=i % 2, rng=rng)
         scores[i] = (ret - lo) / (hi - lo) if hi > lo else 0.5
-    mean = float(scores.mean())
-    half = 1.959964 * float(scores.std(ddof=1)) / math.sqrt(games) if games > 1 else float("nan")
-    return {"anchor": spec.name, "score": mean, "ci95": [mean - half, mean + half], "games": games}
+    return scores

@@ -150,7 +150,7 @@ def test_anchor_config_parses_and_bad_anchors_name_their_key():
     (["anchors=[mcts:10]"], "anchors[0]", "perfect-information"),  # smoke plays Kuhn poker
     (["game.name=tic_tac_toe", "anchors=[uniform, no_such_pkg.bots:make]"], "anchors[1]", "cannot load"),
     (["game.name=tic_tac_toe", "anchors=[json:no_such_factory]"], "anchors[0]", "cannot load"),
-    (["game.name=biased_rps", "anchors=[uniform]"], "anchors[0]", "OpenSpiel"),
+    (["game.name=biased_rps", "anchors=[uniform, mcts:10]"], "anchors[1]", "OpenSpiel"),
 ])
 def test_the_launcher_stops_before_ray_on_an_anchor_the_game_cannot_play(overrides, key, words):
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -181,3 +181,24 @@ def test_bench_anchors_plays_a_configs_round_and_prints_its_cpu_share():
     assert line["anchors"]["uniform"]["ci95"][0] <= 0.5 <= line["anchors"]["uniform"]["ci95"][1]
     r, every = line["round_cpu_seconds"], line["anchor_every_seconds"]
     assert every == 10 and line["cpu_share"] == pytest.approx(r / (r + every), abs=1e-3)
+
+
+def test_every_strategy_scores_one_half_against_uniform_in_rock_paper_scissors():
+    """Uniform is RPS's Nash: any strategy's expected score against it is exactly 1/2. The
+    uniform anchor plays through the game protocol, so a matrix game has it too."""
+    import torch
+
+    from envs import make_game
+    from policies.anchors import check_anchor
+    from policies.net import ActorCritic, PolicySpec
+
+    game = make_game("rps", 1)
+    torch.manual_seed(0)
+    rock = ActorCritic(PolicySpec(game.obs_size, game.num_actions, (8,)))
+    with torch.no_grad():
+        rock.policy_head.bias.copy_(torch.tensor([20.0, 0.0, 0.0]))  # plays rock
+    out = score_against("rps", None, [rock], [1.0], "uniform", games=4000, seed=1)
+    assert out["ci95"][0] <= 0.5 <= out["ci95"][1] and abs(out["score"] - 0.5) < 0.03
+    check_anchor("uniform", "rps")
+    with pytest.raises(ValueError, match="OpenSpiel"):
+        check_anchor("mcts:10", "rps")
