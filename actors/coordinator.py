@@ -218,10 +218,7 @@ class LeagueCoordinatorImpl:
         roles = [self.league.learner_role(x) or "evaluator" for x in batch.agents]
         labels = sorted(set(roles))
         row_role = np.array([labels.index(r) for r in roles], dtype=np.int64)[batch.a]
-        if batch.per_pair:  # counts per pair: as many games of each result as they say
-            games, wins, draws = batch.games, batch.wins, batch.draws
-        else:
-            games, wins, draws = np.ones(len(batch.a)), batch.score > 0.5, batch.score == 0.5
+        games, wins, draws = batch.games, batch.wins, batch.draws  # a row stands for games[k] games
         count = lambda x: np.bincount(row_role, weights=x, minlength=len(labels)).tolist()  # noqa: E731
         won, drawn, played = count(wins), count(draws), count(games)
         for role, w, d, g in zip(labels, won, drawn, played):

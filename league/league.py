@@ -78,16 +78,6 @@ class NashState:
         return {a: w for a, w in zip(self.ids, self.weights) if w > eps}
 
 
-def summarize(batch: ResultBatch, counts: tuple | None = None) -> dict[str, list]:
-    """What the store keeps of a result batch: its games per ordered pair, as columns
-    (``league.store.summary_columns``; ``counts``: ``batch.pair_counts()`` if already computed). A
-    league plays thousands of games a second; one row per game would grow the file by gigabytes a
-    day. ``league.store.summary_rows`` gives it as one row object per pair."""
-    a, b, games, wins, draws, score = batch.pair_counts() if counts is None else counts
-    return {"agents": list(batch.agents), "a": a.tolist(), "b": b.tolist(), "games": games.tolist(),
-            "wins": wins.tolist(), "draws": draws.tolist(), "score": score.tolist()}
-
-
 def solve_meta_game(solver: NashSolver, ids: list[str], matrix: np.ndarray, pool_version: int) -> NashState:
     """The Nash of the win-rate matrix ``matrix`` over ``ids`` (as a zero-sum game,
     win rate - 1/2). Touches only ``solver`` and its arguments, so the coordinator
@@ -176,17 +166,12 @@ class League:
 
     def _replay(self, store: LeagueStore) -> None:
         """Apply the result batches stored after the last checkpoint of the payoff and Elo tables, in
-        the order they were applied before. Only per-pair batches are ever left to replay (any other
-        checkpoints the tables, as does every change to the pool or to payoff rows), so the league
-        applied each of them to the pool and tables it has now: the replay gives exactly the
+        the order they were applied before. Every change to the pool or to payoff rows checkpoints the
+        tables, so the league applied each of them to the pool and tables it has now: the replay gives exactly the
         payoff and Elo that were in memory. Counters and behaviour were stored with each batch."""
         replayed = 0
-        for summary in store.results_after(store.tables_through()):
-            if summary["a"]:
-                ints = lambda key: np.array(summary[key], dtype=np.int64)  # noqa: E731
-                self._apply_pair_counts(np.array(summary["agents"], dtype=object), ints("a"), ints("b"),
-                                        ints("games"), ints("wins"), ints("draws"),
-                                        np.array(summary["score"], dtype=np.float64))
+        for batch in store.results_after(store.tables_through()):
+            self._apply_tables(batch)
             replayed += 1
         log.info("league restored: %d agents, %d results (%d batches replayed onto the tables), %d learners",
                  len(self.pool), store.result_count(), replayed, len(self.learners))
@@ -270,7 +255,6 @@ class League:
         seen: set[tuple[str, int]] = set()
         writes, moved, behaviour = [], set(), set()
         counted = {"games": 0.0, "env_steps": 0.0}
-        replayable = True
         for batch in batches:
             if not isinstance(batch, ResultBatch):
                 outcomes.append(ValueError(f"report_results takes a ResultBatch, got {type(batch).__name__}"))
@@ -280,15 +264,13 @@ class League:
                 outcomes.append(False)
                 continue
             seen.add(key)
-            replayable &= batch.per_pair
-            counts = batch.pair_counts()
-            c, m, b = self._apply_pairs(batch, counts) if batch.per_pair else self._apply_results(batch)
+            c, m, b = self._apply_batch(batch)
             self._dirty_pairs.update(dict.fromkeys(c))
             moved |= m
             behaviour |= b
             counted["games"] += float(len(batch))
             counted["env_steps"] += float(batch.env_steps)
-            writes.append((batch.source, batch.seq, summarize(batch, counts)))
+            writes.append(batch)
             outcomes.append(True)
             yield
         if self.store is None or not writes:
@@ -296,10 +278,9 @@ class League:
             return
         self._dirty_elo |= moved
         diversity_rows = [(x, *self.diversity.state(x)) for x in behaviour]
-        # The tables are checkpointed every league.payoff_checkpoint_seconds, and with any batch that
-        # a replay could not reproduce from its stored summary (one row a game: the order of a
-        # pair's games moves its decayed payoff and Elo).
-        if replayable and time.monotonic() - self._checkpointed_at < self.cfg.league.payoff_checkpoint_seconds:
+        # The tables are checkpointed every league.payoff_checkpoint_seconds; a restart replays the
+        # batches stored since.
+        if time.monotonic() - self._checkpointed_at < self.cfg.league.payoff_checkpoint_seconds:
             tables = None
         else:
             tables = self._take_tables()
@@ -343,49 +324,23 @@ class League:
         if self.store is not None:
             self._with_tables(lambda tables: self.store.write_tables(*tables))
 
-    def _apply_results(self, batch: ResultBatch) -> tuple[list, set, set]:
+    def _apply_batch(self, batch: ResultBatch) -> tuple[list, set, set]:
         """One batch into payoff, Elo, counters and diversity (memory only): the pairs, ratings and
-        behaviours it changed."""
-        if batch.per_pair:
-            return self._apply_pairs(batch)
-        names = np.array(batch.agents, dtype=object)
-        is_learner = np.array([x in self.learners for x in batch.agents], dtype=bool)
-        known = is_learner | np.array([x in self.pool for x in batch.agents], dtype=bool)
-        a, b, score = batch.a, batch.b, batch.score
-        # by name, not index: a worker's batch may list its learner twice (itself, and as its self-play opponent)
-        counted_pair = (names[a] != names[b]) & known[a] & known[b] if len(a) else np.zeros(0, dtype=bool)
-        live = counted_pair & (is_learner[a] | is_learner[b]) if len(a) else counted_pair
-        frozen = counted_pair & ~live
-        changed = []
-        if live.any():
-            changed += self.payoff.record_batch(names[a[live]].tolist(), names[b[live]].tolist(), score[live])
-        if frozen.any():
-            changed += self.payoff.record_batch(names[a[frozen]].tolist(), names[b[frozen]].tolist(), score[frozen],
-                                                decay=1.0)
-        rated = np.concatenate([np.flatnonzero(live), np.flatnonzero(frozen)])
-        moved = self.elo.update_batch(names[a[rated]].tolist(), names[b[rated]].tolist(), score[rated].tolist())
+        behaviours it changed. The cost grows with its pairs, not its games."""
+        changed, moved = self._apply_tables(batch)
         for key, value in (("games", float(len(batch))), ("env_steps", float(batch.env_steps))):
             self.counters[key] = self.counters.get(key, 0.0) + value
-        self.results_since_solve += int(frozen.sum())  # only frozen pairs enter the meta-game
         return changed, moved, self._apply_behaviour(batch)
 
-    def _apply_pairs(self, batch: ResultBatch, counts: tuple | None = None) -> tuple[list, set, set]:
-        """``_apply_results`` of a per-pair batch: the cost grows with its pairs, not its games.
+    def _apply_tables(self, batch: ResultBatch) -> tuple[list, set]:
+        """Payoff and Elo of a batch's pairs (``pair_counts``): a batch when it
+        arrives, and the same batch when a restart replays it. Returns the pairs and ratings it changed.
 
         Counters, game counts and the meta-game's counts are exact; a learner's decayed payoff and
         Elo treat a pair's games as exchangeable (``PayoffTable.record_counts``,
         ``EloTable.update_pairs``): with one game per pair both equal the game-by-game update."""
-        a, b, games, wins, draws, score = batch.pair_counts() if counts is None else counts
-        changed, moved = self._apply_pair_counts(np.array(batch.agents, dtype=object), a, b, games, wins, draws, score)
-        for key, value in (("games", float(len(batch))), ("env_steps", float(batch.env_steps))):
-            self.counters[key] = self.counters.get(key, 0.0) + value
-        return changed, moved, self._apply_behaviour(batch)
-
-    def _apply_pair_counts(self, names: np.ndarray, a: np.ndarray, b: np.ndarray, games: np.ndarray,
-                           wins: np.ndarray, draws: np.ndarray, score: np.ndarray) -> tuple[list, set]:
-        """Payoff and Elo of pairs ``names[a[k]]`` vs ``names[b[k]]`` (``games[k]`` games, ``wins``,
-        ``draws``, ``score`` sum), as a batch's summary lists them: a batch when it arrives, and the
-        same rows when a restart replays it. Returns the pairs and ratings it changed."""
+        names = np.array(batch.agents, dtype=object)
+        a, b, games, wins, draws, score = batch.pair_counts()
         is_learner = np.array([x in self.learners for x in names], dtype=bool)
         known = is_learner | np.array([x in self.pool for x in names], dtype=bool)
         counted_pair = (names[a] != names[b]) & known[a] & known[b] if len(a) else np.zeros(0, dtype=bool)

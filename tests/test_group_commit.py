@@ -64,8 +64,8 @@ def test_a_bad_or_repeated_batch_holds_back_nothing_else(tmp_path):
 def test_a_batch_naming_its_learner_twice_counts_self_play_as_games_only(tmp_path):
     # what a rollout worker sends: agents = (learner, *opponents), and self-play lists the learner again
     league, frozen = league_with_pool(tmp_path)
-    batch = ResultBatch("w", 1, ("main_agent-0", "main_agent-0", frozen[0]), np.zeros(3, dtype=np.int64),
-                        np.array([1, 1, 2]), np.array([1.0, 0.0, 1.0]), env_steps=9)
+    batch = ResultBatch.from_games("w", 1, ("main_agent-0", "main_agent-0", frozen[0]), np.zeros(3, dtype=np.int64),
+                                   np.array([1, 1, 2]), np.array([1.0, 0.0, 1.0]), env_steps=9)
     assert league.report_results(batch)
     assert league.counters == {"games": 3.0, "env_steps": 9.0}
     assert league.payoff.counts("main_agent-0", frozen[0]) == pytest.approx((1.0, 0.0, 0.0))
