@@ -189,7 +189,7 @@ class LeagueCoordinatorImpl:
             try:
                 async with self._store_order:
                     # one batch at a time: between two, the event loop serves other requests
-                    for step in self.league.apply_results_stepwise([batch for batch, _ in group]):
+                    for step in self.league.apply_results([batch for batch, _ in group]):
                         if step is None:
                             await asyncio.sleep(0)
                     outcomes, write = step

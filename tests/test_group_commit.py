@@ -35,7 +35,7 @@ def test_one_group_equals_the_batches_one_by_one(tmp_path):
     many, _ = league_with_pool(tmp_path / "many")
     work = batches(frozen, np.random.default_rng(0))
     assert [one.report_results(b) for b in work] == [True] * len(work)
-    assert many.report_results_many(work) == [True] * len(work)
+    assert many.intake.report(work) == [True] * len(work)
     ids = sorted(set(one.learners) | set(frozen))
     assert np.allclose(one.payoff.games_matrix(ids), many.payoff.games_matrix(ids))
     for a in ids:
@@ -53,10 +53,10 @@ def test_a_bad_or_repeated_batch_holds_back_nothing_else(tmp_path):
     league, frozen = league_with_pool(tmp_path)
     good = [Result("main_agent-0", frozen[0], 1.0)]
     batch = lambda seq: ResultBatch.from_results("w", seq, good, 10)  # noqa: E731
-    out = league.report_results_many([batch(1), ("w", 2, good, 10), batch(1), batch(3)])
+    out = league.intake.report([batch(1), ("w", 2, good, 10), batch(1), batch(3)])
     assert out[0] is True and isinstance(out[1], ValueError) and out[2] is False and out[3] is True
     assert league.counters == {"games": 2.0, "env_steps": 20.0}
-    assert league.report_results_many([batch(3)]) == [False]  # already stored
+    assert league.intake.report([batch(3)]) == [False]  # already stored
     reopened = League(league.cfg, LeagueStore(tmp_path))
     assert reopened.counters == {"games": 2.0, "env_steps": 20.0}
 
