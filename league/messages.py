@@ -209,13 +209,13 @@ class ResultBatch:
         return cls(source, seq, (learner_id, *(names[c] for c in used.tolist())), np.zeros(m, dtype=np.int64),
                    np.arange(1, m + 1, dtype=np.int64), games, wins, draws, total, env_steps, action_counts or {})
 
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """The batch as named arrays (the outbox's npz file; the store's JSON, as lists), all but its
-        ``source`` and ``seq``; ``from_arrays`` reads them back."""
+    def to_arrays(self) -> dict[str, Any]:
+        """The batch as named columns, all but its ``source`` and ``seq``: numbers as numpy arrays,
+        names as lists of str, ``env_steps`` an int (the outbox's npz file takes each as an array,
+        the store's JSON as a list); ``from_arrays`` reads them back."""
         ids = list(self.action_counts)
-        return {"agents": np.array(self.agents, dtype=str), "a": self.a, "b": self.b, "games": self.games,
-                "wins": self.wins, "draws": self.draws, "score": self.score, "env_steps": np.int64(self.env_steps),
-                "count_ids": np.array(ids, dtype=str),
+        return {"agents": list(self.agents), "a": self.a, "b": self.b, "games": self.games, "wins": self.wins,
+                "draws": self.draws, "score": self.score, "env_steps": self.env_steps, "count_ids": ids,
                 **{f"count_{i}": self.action_counts[k] for i, k in enumerate(ids)}}
 
     @classmethod

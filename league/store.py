@@ -86,7 +86,8 @@ _encoder = json.JSONEncoder(check_circular=False, separators=(",", ":"))
 def encode_batch(batch: ResultBatch) -> str:
     """A result batch as the store keeps it: compact JSON of ``ResultBatch.to_arrays`` (no circular
     check: it is plain lists of numbers and ids)."""
-    return _encoder.encode({key: value.tolist() for key, value in batch.to_arrays().items()})
+    return _encoder.encode({key: value.tolist() if isinstance(value, np.ndarray) else value
+                            for key, value in batch.to_arrays().items()})
 
 
 def decode_batch(source: str, seq: int, payload: str) -> ResultBatch:

@@ -1,5 +1,6 @@
 """league/messages.py: the typed messages between actors validate what they carry."""
 
+import json
 import pickle
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 
 from league.matchmaking import Match
 from league.messages import ExactScores, MatchAssignments, NashMember, NashView, Result, ResultBatch
+from league.store import encode_batch
 
 
 def columns(**change):
@@ -59,13 +61,16 @@ def test_result_batch_arrays_come_back_as_the_same_batch():
                         [1.75, 0.5, 1.25], 40, {"m": [1.0, 2.0], "y": [0.0, 5.0, 1.0]})
     arrays = batch.to_arrays()
     for back in (ResultBatch.from_arrays("w", 3, arrays),
-                 ResultBatch.from_arrays("w", 3, {k: v.tolist() for k, v in arrays.items()})):  # as JSON keeps them
+                 ResultBatch.from_arrays("w", 3, {k: np.asarray(v) for k, v in arrays.items()}),  # as npz keeps them
+                 ResultBatch.from_arrays("w", 3, json.loads(encode_batch(batch)))):  # as the store keeps them
         assert pair_rows(back) == pair_rows(batch) and back.env_steps == 40
         assert {k: v.tolist() for k, v in back.action_counts.items()} == {"m": [1.0, 2.0], "y": [0.0, 5.0, 1.0]}
     with pytest.raises(ValueError, match="missing 'wins'"):
         ResultBatch.from_arrays("w", 3, {k: v for k, v in arrays.items() if k != "wins"})
     with pytest.raises(ValueError, match="score"):
         ResultBatch.from_arrays("w", 3, {**arrays, "score": np.array([7.0, 0.5, 1.25])})
+    assert sorted(arrays) == ["a", "agents", "b", "count_0", "count_1", "count_ids", "draws", "env_steps", "games",
+                              "score", "wins"]
 
 
 @pytest.mark.parametrize("change, match", [
