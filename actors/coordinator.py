@@ -189,7 +189,7 @@ class LeagueCoordinatorImpl:
             try:
                 async with self._store_order:
                     # one batch at a time: between two, the event loop serves other requests
-                    for step in self.league.apply_results_stepwise([batch for batch, _ in group]):
+                    for step in self.league.apply_results([batch for batch, _ in group]):
                         if step is None:
                             await asyncio.sleep(0)
                     outcomes, write = step
@@ -218,10 +218,7 @@ class LeagueCoordinatorImpl:
         roles = [self.league.learner_role(x) or "evaluator" for x in batch.agents]
         labels = sorted(set(roles))
         row_role = np.array([labels.index(r) for r in roles], dtype=np.int64)[batch.a]
-        if batch.per_pair:  # counts per pair: as many games of each result as they say
-            games, wins, draws = batch.games, batch.wins, batch.draws
-        else:
-            games, wins, draws = np.ones(len(batch.a)), batch.score > 0.5, batch.score == 0.5
+        games, wins, draws = batch.games, batch.wins, batch.draws  # a row stands for games[k] games
         count = lambda x: np.bincount(row_role, weights=x, minlength=len(labels)).tolist()  # noqa: E731
         won, drawn, played = count(wins), count(draws), count(games)
         for role, w, d, g in zip(labels, won, drawn, played):

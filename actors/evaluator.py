@@ -118,8 +118,7 @@ class EvaluatorImpl:
                     for a, b in pairs:
                         results = self.sampled_results(a, b)
                         # per pair: frozen pairs never decay, so the counts say all the games say
-                        batch = ResultBatch.from_results(self.evaluator_id, self.outbox.next_seq(),
-                                                         results).aggregated()
+                        batch = ResultBatch.from_results(self.evaluator_id, self.outbox.next_seq(), results)
                         self.outbox.stage_batch(batch)
                         self._deliver(batch)
             except (KeyError, ray.exceptions.RayTaskError) as exc:

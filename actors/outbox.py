@@ -42,6 +42,8 @@ from urllib.parse import quote
 
 import numpy as np
 
+from league.messages import ResultBatch
+
 
 def node_run_dir(storage: str | os.PathLike) -> Path:
     """This node's own folder for the run stored at ``storage`` (senders' outboxes, the
@@ -138,12 +140,12 @@ class Outbox:
 
     # -- result batches (league.messages.ResultBatch) -------------------------------
     def stage_batch(self, batch) -> None:
-        self.stage(batch.seq, _batch_arrays(batch))
+        self.stage(batch.seq, batch.to_arrays())
 
     def pending_batch(self):
         """The staged result batch (a ``ResultBatch`` under its original seq), if any."""
         pending = self.pending()
-        return None if pending is None else _batch_from(self.source, *pending)
+        return None if pending is None else ResultBatch.from_arrays(self.source, *pending)
 
     # -- group deliveries (objective.k_opponents: games, transitions and groups as one) ----
     def stage_delivery(self, batch, rollout, groups) -> None:
@@ -153,7 +155,7 @@ class Outbox:
         file in one step, so that a kill leaves all of it staged or none of it."""
         if groups.seq != batch.seq or groups.source != self.source:
             raise ValueError(f"a delivery's groups must carry its number {batch.seq} and source {self.source!r}")
-        self.stage(batch.seq, {**_batch_arrays(batch),
+        self.stage(batch.seq, {**batch.to_arrays(),
                                **{f"r_{f.name}": getattr(rollout, f.name) for f in fields(rollout)},
                                "g_ids": groups.ids, "g_version": groups.version,
                                "g_opponents": np.array(groups.opponents, dtype=str), "g_opponent": groups.opponent,
@@ -169,29 +171,13 @@ class Outbox:
         if pending is None:
             return None
         seq, arr = pending
-        batch = _batch_from(self.source, seq, arr)
+        batch = ResultBatch.from_arrays(self.source, seq, arr)
         if "g_ids" not in arr:
             return batch, None, None
         rollout = Rollout(**{f.name: arr[f"r_{f.name}"] for f in fields(Rollout)})
         groups = EpisodeGroups(self.source, arr["g_ids"], arr["g_version"], tuple(arr["g_opponents"].tolist()),
                                arr["g_opponent"], arr["g_outcomes"], arr["g_played"], arr["g_acted"], seq=seq)
         return batch, rollout, groups
-
-
-def _batch_arrays(batch) -> dict[str, Any]:
-    ids = list(batch.action_counts)
-    return {"agents": np.array(batch.agents, dtype=str), "a": batch.a, "b": batch.b, "score": batch.score,
-            "env_steps": np.int64(batch.env_steps), "count_ids": np.array(ids, dtype=str),
-            **{f"count_{i}": batch.action_counts[k] for i, k in enumerate(ids)},
-            **({"games": batch.games, "wins": batch.wins, "draws": batch.draws} if batch.per_pair else {})}
-
-
-def _batch_from(source: str, seq: int, arr: dict[str, np.ndarray]):
-    from league.messages import ResultBatch
-
-    counts = {k: arr[f"count_{i}"] for i, k in enumerate(arr["count_ids"].tolist())}
-    return ResultBatch(source, seq, tuple(arr["agents"].tolist()), arr["a"], arr["b"], arr["score"],
-                       int(arr["env_steps"]), counts, arr.get("games"), arr.get("wins"), arr.get("draws"))
 
 
 class DeliveryLog:

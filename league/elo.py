@@ -9,7 +9,7 @@ that picks uniformly among legal actions, pinned at 1000.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -53,35 +53,11 @@ class EloTable:
             self.games.pop(agent_id, None)
 
     def update(self, a: str, b: str, score: float) -> None:
-        self.update_batch([a], [b], [score])
-
-    def update_batch(self, a_ids: Sequence[str], b_ids: Sequence[str], scores: Iterable[float]) -> set[str]:
-        """Sequential updates in batch order; returns the ids whose rating moved."""
-        scores = list(scores)
-        if not (len(a_ids) == len(b_ids) == len(scores)):
-            raise ValueError("Elo batch: ids and scores must have the same length")
-        for s in scores:
-            if not (0.0 <= s <= 1.0):
-                raise ValueError(f"Elo score must be in [0, 1], got {s}")
-        for x in set(a_ids) | set(b_ids):
-            self.add(x)
-        # The same sequential update, with the lookups hoisted: a coordinator applies thousands a second.
-        ratings, anchors, k = self.ratings, self.anchors, self.k
-        played: dict[str, int] = {}
-        for a, b, s in zip(a_ids, b_ids, scores):
-            played[a] = played.get(a, 0) + 1
-            played[b] = played.get(b, 0) + 1
-            if a == b:  # a game against oneself moves nothing
-                continue
-            ra, rb = ratings[a], ratings[b]
-            delta = k * (s - _expected(rb - ra))
-            if a not in anchors:
-                ratings[a] = ra + delta
-            if b not in anchors:
-                ratings[b] = rb - delta
-        for x, n in played.items():
-            self.games[x] += n
-        return {x for x in played if x not in anchors}
+        """One game: ``a`` scored ``score`` in [0, 1] against ``b``."""
+        score = float(score)
+        if not (0.0 <= score <= 1.0):  # also rejects NaN
+            raise ValueError(f"Elo score must be in [0, 1], got {score}")
+        self.update_pairs([a], [b], [1], [score])
 
     def update_pairs(self, a_ids: Sequence[str], b_ids: Sequence[str], games: Sequence[int],
                      scores: Sequence[float]) -> set[str]:

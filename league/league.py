@@ -1,39 +1,42 @@
-"""The whole league as one plain object: pool, payoff, Elo, roles, Nash, storage.
+"""The whole league as one plain object: it composes the parts that own the league's state.
 
-``LeagueCoordinator`` (actors/) is a thin Ray shell around a ``League``; all
-the rules live here so they can be tested without Ray. Every change that a
-caller is told about has been committed to the store first.
+- ``league.membership.Membership``: who is in the pool, with their payoff and Elo rows;
+- ``league.intake.ResultIntake``: result batches and exact scores into the tables and the
+  store, with the tables' checkpoints;
+- ``league.publication.Publication``: the meta-game Nash, the published mixture and their
+  protection from eviction;
 
-Identities: a live learner plays under its learner id (``main_agent-0``); its
-frozen snapshots are pool agents (``main_agent-0-v3``). Results between a live
-learner and anyone are recorded with the payoff's decay (the learner changes);
-results between two frozen snapshots never decay (they are stationary
-measurements). A self-play game (learner against its own live self) counts as
-a game played but carries no payoff information.
+and owns the learners (their progress, snapshots and resets) and matchmaking. ``LeagueCoordinator``
+(actors/) is a thin Ray shell around a ``League``; all the rules live in these plain objects so
+they can be tested without Ray. Every change that a caller is told about has been committed to
+the store first.
+
+Identities: a live learner plays under its learner id (``main_agent-0``); its frozen snapshots
+are pool agents (``main_agent-0-v3``).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Generator, Sequence
 
 import numpy as np
 
 from league.config import Config
-from league.diversity import DiversityTracker, TrajectoryBatch
 from league.elo import EloTable
+from league.intake import ResultIntake
 from league.matchmaking import CachedWinRates, LeagueView, MatchPlan, match_plan
+from league.membership import Membership
 from league.messages import Checkpoint, MatchAssignments, NashMember, NashView, ProgressDecision, ResultBatch
 from league.messages import Result  # noqa: F401  (re-exported: Result used to live here)
-from league.nash import NashSolver, meta_exploitability, nash_entropy
 from league.payoff import PayoffTable
 from league.pool import AgentPool, AgentRecord, AgentType
-from league.seeds import generator
+from league.publication import NashState, Publication
 from league.roles import should_reset, should_snapshot, snapshot_targets
+from league.seeds import generator
 from league.store import LeagueStore
 
 log = logging.getLogger(__name__)
@@ -63,96 +66,40 @@ class LearnerState:
         return d
 
 
-@dataclass
-class NashState:
-    ids: list[str] = field(default_factory=list)
-    weights: list[float] = field(default_factory=list)
-    entropy: float = 0.0
-    meta_exploitability: float = 0.0
-    solved_at: float = 0.0
-    pool_version: int = -1
-    solve_seconds: float = 0.0
-    method: str = ""
-
-    def support(self, eps: float = 1e-9) -> dict[str, float]:
-        return {a: w for a, w in zip(self.ids, self.weights) if w > eps}
-
-
-def summarize(batch: ResultBatch, counts: tuple | None = None) -> dict[str, list]:
-    """What the store keeps of a result batch: its games per ordered pair, as columns
-    (``league.store.summary_columns``; ``counts``: ``batch.pair_counts()`` if already computed). A
-    league plays thousands of games a second; one row per game would grow the file by gigabytes a
-    day. ``league.store.summary_rows`` gives it as one row object per pair."""
-    a, b, games, wins, draws, score = batch.pair_counts() if counts is None else counts
-    return {"agents": list(batch.agents), "a": a.tolist(), "b": b.tolist(), "games": games.tolist(),
-            "wins": wins.tolist(), "draws": draws.tolist(), "score": score.tolist()}
-
-
-def solve_meta_game(solver: NashSolver, ids: list[str], matrix: np.ndarray, pool_version: int) -> NashState:
-    """The Nash of the win-rate matrix ``matrix`` over ``ids`` (as a zero-sum game,
-    win rate - 1/2). Touches only ``solver`` and its arguments, so the coordinator
-    can run it in a worker thread on a copy of the matrix."""
-    start = time.perf_counter()
-    solution = solver.solve(matrix - 0.5, ids=ids)
-    seconds = time.perf_counter() - start
-    weights = np.clip(solution.row, 0.0, None)
-    weights = weights / weights.sum()
-    return NashState(
-        ids=list(ids), weights=weights.tolist(), entropy=nash_entropy(weights),
-        meta_exploitability=float(meta_exploitability(matrix - 0.5, weights)), solved_at=time.time(),
-        pool_version=pool_version, solve_seconds=seconds, method=solution.method,
-    )
-
-
 class League:
     def __init__(self, cfg: Config, store: LeagueStore | None = None, seed: int | None = None):
         self.cfg = cfg
         self.store = store
         self.rng = generator(cfg.run.seed if seed is None else seed, "league")
+        self.learners: dict[str, LearnerState] = {l: LearnerState(l, role) for l, role in learner_ids(cfg).items()}
         self.pool = AgentPool(max_size=cfg.league.pool_max_size)
         self.payoff = PayoffTable(decay=cfg.league.payoff_decay, prior_games=cfg.league.payoff_prior_games)
         self.elo = EloTable(k=cfg.league.elo_k, initial=cfg.league.elo_initial)
-        self.learners: dict[str, LearnerState] = {}
-        self.nash = NashState()  # the published mixture: what /nash, Nash sampling and measurements use
-        # the latest meta-game solve; unless ``evaluator.publish`` is least_exploitable it is ``nash``
-        self.meta_nash = self.nash
-        self.published: NashState | None = None  # the evaluator's least exploitable mixture, if any
-        self.solver = NashSolver()
-        self.pool_version = 0
-        self.results_since_solve = 0
-        self.counters: dict[str, float] = {"games": 0.0, "env_steps": 0.0}
-        self.diversity = DiversityTracker()
+        self.intake = ResultIntake(self.payoff, self.elo, self.pool, self.learners, store,
+                                   cfg.league.payoff_checkpoint_seconds)
+        self.membership = Membership(self.pool, self.payoff, self.elo, self.intake.tables, store)
+        self.publication = Publication(self.pool, self.payoff, self.elo,
+                                       {l: s.role.value for l, s in self.learners.items()}, cfg.evaluator.publish,
+                                       store)
+        self.diversity = self.intake.diversity
+        self.counters = self.intake.counters
         # plans handed to rollout workers: learner -> (pool and Nash they were made for, games then, plan);
         # versions are unique across restarts (this life's token and a counter)
         self._plans: dict[str, tuple[tuple, float, MatchPlan]] = {}
         self._plan_life, self._plans_made = uuid.uuid4().hex[:8], 0
-        # payoff pairs and Elo ratings changed since the tables were last checkpointed in the store
-        self._dirty_pairs: dict[tuple[str, str], None] = {}
-        self._dirty_elo: set[str] = set()
-        self._checkpointed_at = time.monotonic()
-        for learner_id, role in learner_ids(cfg).items():
-            self.learners[learner_id] = LearnerState(learner_id, role)
         if store is not None:
-            self._restore(store)
+            self.membership.restore(store, self.learners)
+            self._restore_learners(store)
+            self.publication.restore(store)
+            self.intake.restore(store)
         for learner_id in self.learners:
-            self.payoff.add_agent(learner_id)
-            self.elo.add(learner_id)
+            self.membership.add_learner(learner_id)
         if store is not None:
-            self._replay(store)
+            replayed = self.intake.replay(store)
+            log.info("league restored: %d agents, %d results (%d batches replayed onto the tables), %d learners",
+                     len(self.pool), store.result_count(), replayed, len(self.learners))
 
-    # -- restore ---------------------------------------------------------
-    def _restore(self, store: LeagueStore) -> None:
-        for record in store.agents():
-            self.pool.insert(record)
-            self.payoff.add_agent(record.agent_id)
-        known = set(self.pool.ids()) | set(self.learners)
-        for a, b, w, d, l in store.payoff_rows():
-            if a in known and b in known:
-                self.payoff.set_counts(a, b, w, d, l)
-        for agent_id, rating, games in store.elo_rows():
-            if agent_id not in self.elo.anchors:
-                self.elo.ratings[agent_id] = rating
-                self.elo.games[agent_id] = games
+    def _restore_learners(self, store: LeagueStore) -> None:
         for row in store.learners():
             info = row["info"]
             if row["learner_id"] in self.learners and info:
@@ -160,36 +107,26 @@ class League:
                 for key in ("version", "step", "step_at_snapshot", "snapshots", "resets", "parent_id"):
                     if key in info:
                         setattr(st, key, info[key])
-        latest = store.latest_nash()
-        if latest is not None:
-            self.nash = NashState(**{k: latest[k] for k in ("ids", "weights", "entropy", "meta_exploitability",
-                                                           "solved_at", "pool_version", "solve_seconds", "method")})
-            self.meta_nash = self.nash
-            if self.nash.method == "least_exploitable" and self.cfg.evaluator.publish == "least_exploitable":
-                self.published = self.nash  # a meta-game solve does not replace it before the next publication
-            self.pool.protect(self.nash.support())
-        self.counters.update(store.counters())
-        for agent_id, total, steps in store.diversity_rows():
-            if agent_id in self.learners:
-                self.diversity.restore(agent_id, total, steps)
-        self.pool_version = len(store.agents(include_removed=True))
 
-    def _replay(self, store: LeagueStore) -> None:
-        """Apply the result batches stored after the last checkpoint of the payoff and Elo tables, in
-        the order they were applied before. Only per-pair batches are ever left to replay (any other
-        checkpoints the tables, as does every change to the pool or to payoff rows), so the league
-        applied each of them to the pool and tables it has now: the replay gives exactly the
-        payoff and Elo that were in memory. Counters and behaviour were stored with each batch."""
-        replayed = 0
-        for summary in store.results_after(store.tables_through()):
-            if summary["a"]:
-                ints = lambda key: np.array(summary[key], dtype=np.int64)  # noqa: E731
-                self._apply_pair_counts(np.array(summary["agents"], dtype=object), ints("a"), ints("b"),
-                                        ints("games"), ints("wins"), ints("draws"),
-                                        np.array(summary["score"], dtype=np.float64))
-            replayed += 1
-        log.info("league restored: %d agents, %d results (%d batches replayed onto the tables), %d learners",
-                 len(self.pool), store.result_count(), replayed, len(self.learners))
+    # -- the parts' state, as callers read it ---------------------------------------
+    @property
+    def pool_version(self) -> int:
+        return self.membership.version
+
+    @property
+    def nash(self) -> NashState:
+        """The published mixture: what /nash, Nash sampling and measurements use."""
+        return self.publication.nash
+
+    @property
+    def meta_nash(self) -> NashState:
+        """The latest meta-game solve (``nash`` too, unless the evaluator's mixture is published)."""
+        return self.publication.meta_nash
+
+    @property
+    def results_since_solve(self) -> int:
+        """Results between frozen agents (the meta-game's) since the meta-game was last solved."""
+        return self.intake.frozen_results - self.publication.results_at_solve
 
     # -- matchmaking -------------------------------------------------------
     def view(self) -> LeagueView:
@@ -228,7 +165,7 @@ class League:
         except KeyError:
             raise ValueError(f"unknown learner id {learner_id!r}") from None
 
-    # -- results -------------------------------------------------------------
+    # -- results (league.intake) ---------------------------------------------------
     def report_results(self, batch: ResultBatch) -> bool:
         """Apply and persist one batch of results; False if it was seen before.
 
@@ -237,203 +174,27 @@ class League:
         that one result, not the batch. The learners' action histograms feed the
         diversity tracker, persisted in the same transaction.
         """
-        (outcome,) = self.report_results_many([batch])
+        (outcome,) = self.intake.report([batch])
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
 
-    def report_results_many(self, batches: Sequence[ResultBatch]) -> list:
-        """``report_results`` for several batches, applied in order and persisted in one transaction
-        (group commit: one fsync for every batch that arrived while the last one was written).
-
-        Returns, per batch, True (stored), False (seen before) or the ValueError that rejected it;
-        a rejected batch changes nothing and holds back none of the others."""
-        outcomes, write = self.apply_results_many(batches)
-        write()
-        return outcomes
-
-    def apply_results_many(self, batches: Sequence[ResultBatch]) -> tuple[list, Callable[[], None]]:
-        """``report_results_many`` in two steps: the batches are applied in memory now, and the
-        returned ``write`` persists them in one transaction. ``write`` touches only the store (which
-        has its own lock), so the coordinator runs it in a writer thread while its event loop serves
-        other requests; nothing is acknowledged before it returned, and the next group is applied
-        only after it (``has_batch`` must see this group)."""
-        for step in self.apply_results_stepwise(batches):
-            pass
-        return step
-
-    def apply_results_stepwise(self, batches: Sequence[ResultBatch]) -> Generator[tuple | None, None, None]:
-        """``apply_results_many`` one batch a step: the generator yields None after each batch it
-        applied (the coordinator's event loop serves other requests in between), and last
-        ``(outcomes, write)``. Nothing else may change the league until that last step."""
-        outcomes: list = []
-        seen: set[tuple[str, int]] = set()
-        writes, moved, behaviour = [], set(), set()
-        counted = {"games": 0.0, "env_steps": 0.0}
-        replayable = True
-        for batch in batches:
-            if not isinstance(batch, ResultBatch):
-                outcomes.append(ValueError(f"report_results takes a ResultBatch, got {type(batch).__name__}"))
-                continue
-            key = (batch.source, batch.seq)
-            if key in seen or (self.store is not None and self.store.has_batch(*key)):
-                outcomes.append(False)
-                continue
-            seen.add(key)
-            replayable &= batch.per_pair
-            counts = batch.pair_counts()
-            c, m, b = self._apply_pairs(batch, counts) if batch.per_pair else self._apply_results(batch)
-            self._dirty_pairs.update(dict.fromkeys(c))
-            moved |= m
-            behaviour |= b
-            counted["games"] += float(len(batch))
-            counted["env_steps"] += float(batch.env_steps)
-            writes.append((batch.source, batch.seq, summarize(batch, counts)))
-            outcomes.append(True)
-            yield
-        if self.store is None or not writes:
-            yield outcomes, lambda: None
-            return
-        self._dirty_elo |= moved
-        diversity_rows = [(x, *self.diversity.state(x)) for x in behaviour]
-        # The tables are checkpointed every league.payoff_checkpoint_seconds, and with any batch that
-        # a replay could not reproduce from its stored summary (one row a game: the order of a
-        # pair's games moves its decayed payoff and Elo).
-        if replayable and time.monotonic() - self._checkpointed_at < self.cfg.league.payoff_checkpoint_seconds:
-            tables = None
-        else:
-            tables = self._take_tables()
-        store = self.store
-
-        def write() -> None:
-            try:
-                store.record_results_many(writes, *(tables or (None, None)), counted, diversity_rows)
-            except BaseException:
-                self._untake_tables(tables)
-                raise
-
-        yield outcomes, write
-
-    def _take_tables(self) -> tuple[list, list]:
-        """The payoff and Elo rows changed since the last checkpoint (now forgotten as changed; give
-        them back with ``_untake_tables`` if they could not be written)."""
-        pairs = {(min(a, b), max(a, b)) for a, b in self._dirty_pairs if a in self.payoff and b in self.payoff}
-        elo = [x for x in self._dirty_elo if x in self.elo.ratings]
-        self._dirty_pairs, self._dirty_elo = {}, set()
-        self._checkpointed_at = time.monotonic()
-        return self.payoff.rows(sorted(pairs)), [(x, self.elo.ratings[x], self.elo.games[x]) for x in sorted(elo)]
-
-    def _untake_tables(self, tables: tuple[list, list] | None) -> None:
-        if tables is not None:
-            self._dirty_pairs.update(dict.fromkeys((a, b) for a, b, *_ in tables[0]))
-            self._dirty_elo.update(x for x, *_ in tables[1])
-
-    def _with_tables(self, write: Callable[[tuple[list, list]], Any]) -> Any:
-        """``write(tables)``: a change to the store that also checkpoints the payoff and Elo tables."""
-        tables = self._take_tables()
-        try:
-            return write(tables)
-        except BaseException:
-            self._untake_tables(tables)
-            raise
-
-    def checkpoint(self) -> None:
-        """Write the payoff and Elo rows changed since the last checkpoint now (e.g. at shutdown,
-        so that the next start replays nothing)."""
-        if self.store is not None:
-            self._with_tables(lambda tables: self.store.write_tables(*tables))
-
-    def _apply_results(self, batch: ResultBatch) -> tuple[list, set, set]:
-        """One batch into payoff, Elo, counters and diversity (memory only): the pairs, ratings and
-        behaviours it changed."""
-        if batch.per_pair:
-            return self._apply_pairs(batch)
-        names = np.array(batch.agents, dtype=object)
-        is_learner = np.array([x in self.learners for x in batch.agents], dtype=bool)
-        known = is_learner | np.array([x in self.pool for x in batch.agents], dtype=bool)
-        a, b, score = batch.a, batch.b, batch.score
-        # by name, not index: a worker's batch may list its learner twice (itself, and as its self-play opponent)
-        counted_pair = (names[a] != names[b]) & known[a] & known[b] if len(a) else np.zeros(0, dtype=bool)
-        live = counted_pair & (is_learner[a] | is_learner[b]) if len(a) else counted_pair
-        frozen = counted_pair & ~live
-        changed = []
-        if live.any():
-            changed += self.payoff.record_batch(names[a[live]].tolist(), names[b[live]].tolist(), score[live])
-        if frozen.any():
-            changed += self.payoff.record_batch(names[a[frozen]].tolist(), names[b[frozen]].tolist(), score[frozen],
-                                                decay=1.0)
-        rated = np.concatenate([np.flatnonzero(live), np.flatnonzero(frozen)])
-        moved = self.elo.update_batch(names[a[rated]].tolist(), names[b[rated]].tolist(), score[rated].tolist())
-        for key, value in (("games", float(len(batch))), ("env_steps", float(batch.env_steps))):
-            self.counters[key] = self.counters.get(key, 0.0) + value
-        self.results_since_solve += int(frozen.sum())  # only frozen pairs enter the meta-game
-        return changed, moved, self._apply_behaviour(batch)
-
-    def _apply_pairs(self, batch: ResultBatch, counts: tuple | None = None) -> tuple[list, set, set]:
-        """``_apply_results`` of a per-pair batch: the cost grows with its pairs, not its games.
-
-        Counters, game counts and the meta-game's counts are exact; a learner's decayed payoff and
-        Elo treat a pair's games as exchangeable (``PayoffTable.record_counts``,
-        ``EloTable.update_pairs``): with one game per pair both equal the game-by-game update."""
-        a, b, games, wins, draws, score = batch.pair_counts() if counts is None else counts
-        changed, moved = self._apply_pair_counts(np.array(batch.agents, dtype=object), a, b, games, wins, draws, score)
-        for key, value in (("games", float(len(batch))), ("env_steps", float(batch.env_steps))):
-            self.counters[key] = self.counters.get(key, 0.0) + value
-        return changed, moved, self._apply_behaviour(batch)
-
-    def _apply_pair_counts(self, names: np.ndarray, a: np.ndarray, b: np.ndarray, games: np.ndarray,
-                           wins: np.ndarray, draws: np.ndarray, score: np.ndarray) -> tuple[list, set]:
-        """Payoff and Elo of pairs ``names[a[k]]`` vs ``names[b[k]]`` (``games[k]`` games, ``wins``,
-        ``draws``, ``score`` sum), as a batch's summary lists them: a batch when it arrives, and the
-        same rows when a restart replays it. Returns the pairs and ratings it changed."""
-        is_learner = np.array([x in self.learners for x in names], dtype=bool)
-        known = is_learner | np.array([x in self.pool for x in names], dtype=bool)
-        counted_pair = (names[a] != names[b]) & known[a] & known[b] if len(a) else np.zeros(0, dtype=bool)
-        live = counted_pair & (is_learner[a] | is_learner[b]) if len(a) else counted_pair
-        frozen = counted_pair & ~live
-        win_mass = score - 0.5 * draws  # fractional scores count score wins and 1 - score losses
-        loss_mass = (games - draws) - win_mass
-        changed = []
-        for rows, decay in ((live, None), (frozen, 1.0)):
-            if rows.any():
-                changed += self.payoff.record_pair_counts(names, a[rows], b[rows], games[rows], win_mass[rows],
-                                                          draws[rows], np.maximum(loss_mass[rows], 0.0), decay=decay)
-        rated = np.concatenate([np.flatnonzero(live), np.flatnonzero(frozen)])
-        moved = self.elo.update_pair_codes(names, a[rated], b[rated], games[rated], score[rated])
-        self.results_since_solve += int(games[frozen].sum())
-        return changed, moved
-
-    def _apply_behaviour(self, batch: ResultBatch) -> set:
-        behaviour = []
-        for learner_id, counts in batch.action_counts.items():
-            if learner_id in self.learners and counts.sum() > 0:
-                actions = np.repeat(np.arange(len(counts)), counts.astype(np.int64))
-                if len(actions):
-                    self.diversity.update(learner_id, TrajectoryBatch(actions=actions, num_actions=len(counts)))
-                    behaviour.append(learner_id)
-        return set(behaviour)
+    def apply_results(self, batches: Sequence[ResultBatch]) -> Generator[tuple | None, None, None]:
+        """Several batches, one a step, stored in one transaction: ``ResultIntake.apply``."""
+        return self.intake.apply(batches)
 
     def record_exact(self, a: str, b: str, score: float, weight: float = 1e6) -> None:
         """Set a frozen pair's payoff to an exactly computed expected score."""
-        self.record_exact_many([(a, b, score)], weight)
+        self.intake.record_exact([(a, b, score)], weight)
 
     def record_exact_many(self, scores: Sequence[tuple[str, str, float]], weight: float = 1e6) -> int:
         """``record_exact`` for many pairs, stored in one transaction; returns how many were kept
         (pairs with an agent evicted meanwhile are dropped)."""
-        kept = []
-        for a, b, score in scores:
-            if not (0.0 <= score <= 1.0):
-                raise ValueError(f"score must be in [0, 1], got {score}")
-            if a in self.pool and b in self.pool and a != b:
-                kept.append((a, b, float(score)))
-        for a, b, score in kept:
-            self.payoff.set_counts(a, b, weight * score, 0.0, weight * (1.0 - score))
-            self._dirty_pairs[(a, b)] = None
-        self.results_since_solve += len(kept)
-        if self.store is not None and kept:
-            # a checkpoint: batches stored before this were applied before these counts were set
-            self._with_tables(lambda tables: self.store.write_tables(*tables))
-        return len(kept)
+        return self.intake.record_exact(scores, weight)
+
+    def checkpoint(self) -> None:
+        """Write the payoff and Elo rows changed since the last checkpoint now (e.g. at shutdown)."""
+        self.intake.checkpoint()
 
     # -- learners: progress, snapshots, resets -----------------------------------
     def learner_progress(self, learner_id: str, version: int, step: int) -> ProgressDecision:
@@ -473,8 +234,8 @@ class League:
             agent_id=agent_id or f"{learner_id}-v{version}", version=version, agent_type=st.role,
             learner_id=learner_id, parent_id=st.parent_id, step=int(step), created_at=time.time(), metadata=meta,
         )
-        self.pool.insert(record)
-        evicted = self.pool.evict()
+        # The snapshot is its learner at this moment: it inherits the learner's Elo.
+        evicted = self.membership.admit(record, self.elo.rating(learner_id))
         reset = should_reset(self.cfg.role(st.role), self.rng)
         st.snapshots += 1
         st.step_at_snapshot = int(step)
@@ -482,29 +243,15 @@ class League:
         if reset:
             st.resets += 1
             st.parent_id = self._reset_target(self.cfg.role(st.role).reset_to)
+            self.membership.clear_payoff(learner_id)
         meta["reset"] = reset
         if reset and st.parent_id is not None:
             meta["reset_to"] = st.parent_id  # the snapshot the learner restarts from (a repeat gets the same)
-        self.payoff.add_agent(record.agent_id)
-        # The snapshot is its learner at this moment: it inherits the learner's Elo.
-        self.elo.add(record.agent_id, self.elo.rating(learner_id))
-        self._dirty_elo.add(record.agent_id)
-        for r in evicted:
-            self.payoff.remove_agent(r.agent_id)
-            self.elo.remove(r.agent_id)
-        if reset:
-            self.payoff.remove_agent(learner_id)
-            self.payoff.add_agent(learner_id)
+        self.membership.commit(record, blob, evicted, cleared=[learner_id] if reset else [])
         if self.store is not None:
-            # a checkpoint of the tables with the pool's change: every batch replayed after it was
-            # applied to this pool
-            self._with_tables(lambda tables: self.store.add_agent(
-                record, blob, evicted=[r.agent_id for r in evicted], clear_payoff=[learner_id] if reset else [],
-                tables=tables))
             self.store.save_learner(learner_id, st.role.value, st.version, st.step, None, st.info())
             if reset:
                 self.store.add_event("reset", {"learner_id": learner_id, "after": record.agent_id})
-        self.pool_version += 1
         return record, reset
 
     def _reset_target(self, reset_to: str | None) -> str | None:
@@ -521,18 +268,7 @@ class League:
             return self.pool.get(agent_id)
         record = AgentRecord(agent_id=agent_id, version=1, agent_type=AgentType.MAIN_AGENT,
                              metadata=dict(metadata or {}, seeded=True))
-        self.pool.insert(record)
-        evicted = self.pool.evict()
-        self.payoff.add_agent(agent_id)
-        self.elo.add(agent_id)
-        self._dirty_elo.add(agent_id)
-        for r in evicted:
-            self.payoff.remove_agent(r.agent_id)
-            self.elo.remove(r.agent_id)
-        if self.store is not None:
-            self._with_tables(lambda tables: self.store.add_agent(record, blob, evicted=[r.agent_id for r in evicted],
-                                                                  tables=tables))
-        self.pool_version += 1
+        self.membership.commit(record, blob, self.membership.admit(record))
         return record
 
     def win_rate_vs_nash(self, agent_id: str) -> float | None:
@@ -557,98 +293,32 @@ class League:
             return None
         return Checkpoint(learner_id, int(row["version"]), int(row["step"]), row["state"])
 
-    # -- Nash ------------------------------------------------------------------
+    # -- Nash (league.publication) ----------------------------------------------------
     def nash_due(self, now: float) -> bool:
-        if len(self.pool) == 0:
-            return False
-        if self.meta_nash.pool_version != self.pool_version:
-            return True
-        return (self.results_since_solve >= self.cfg.league.nash_every_results
-                or (self.results_since_solve > 0 and now - self.meta_nash.solved_at >= self.cfg.league.nash_every_seconds))
+        return self.publication.due(now, self.pool_version, self.intake.frozen_results,
+                                    self.cfg.league.nash_every_results, self.cfg.league.nash_every_seconds)
 
     def measured_ids(self) -> list[str]:
-        """The pool agents, oldest first, each kept only if its games against
-        every agent kept before it have been measured. An unmeasured pair sits at
-        the prior 0.5, and a fresh snapshot at 0.5 against everyone would look
-        unbeatable to the Nash: the meta-game must rest on measured numbers."""
-        ids = self.pool.ids()
-        if not ids:
-            return []
-        measured = self.payoff.games_matrix(ids) > 0
-        keep: list[int] = []
-        for i in range(len(ids)):
-            if measured[i, keep].all():
-                keep.append(i)
-        return [ids[i] for i in keep]
-
-    def payoff_matrix(self) -> tuple[list[str], np.ndarray]:
-        ids = self.measured_ids()
-        return ids, self.payoff.matrix(ids) if ids else np.zeros((0, 0))
+        """The pool agents the meta-game rests on (``Publication.measured_ids``)."""
+        return self.publication.measured_ids()
 
     def nash_job(self) -> Callable[[], NashState] | None:
-        """A re-solve of the meta-game as it is now, to run in another thread (it
-        touches only copies); None while nothing is measured. Adopt its result
-        with :meth:`set_nash`."""
-        ids, matrix = self.payoff_matrix()
-        if not ids:
-            return None
-        return functools.partial(solve_meta_game, self.solver, ids, matrix.copy(), self.pool_version)
+        """A re-solve of the meta-game as it is now, to run in another thread; None while nothing
+        is measured. Adopt its result with :meth:`set_nash`."""
+        return self.publication.job(self.pool_version)
 
     def solve_nash(self) -> NashState:
         """Solve the zero-sum meta-game over the frozen pool and adopt it."""
-        ids, matrix = self.payoff_matrix()
-        if not ids:
-            return self.nash
-        state = solve_meta_game(self.solver, ids, matrix, self.pool_version)
-        self.set_nash(state)
-        return state
+        return self.publication.solve(self.pool_version, self.intake.frozen_results)
 
     def set_nash(self, state: NashState) -> None:
-        """Adopt a meta-game solve (solved here or in a worker thread): it is published, and
-        persisted, unless the league publishes the evaluator's least exploitable mixture and has one."""
-        self.meta_nash = state
-        self.results_since_solve = 0
-        if self.published is None:
-            self._publish(state)
-        else:
-            self._protect()
+        """Adopt a meta-game solve (``Publication.adopt``)."""
+        self.publication.adopt(state, self.intake.frozen_results)
 
     def set_published(self, ids: Sequence[str], weights: Sequence[float], pool_version: int,
                       solve_seconds: float = 0.0) -> NashState:
-        """Publish the exact evaluator's least exploitable mixture of measured snapshots
-        (``evaluator.publish: least_exploitable``) in place of the meta-game Nash. Members evicted
-        since are dropped and the rest renormalised; its meta-exploitability is measured on the
-        meta-game like the Nash's (it may be above 0: the mixture is chosen against every policy
-        of the game, not only against the pool's members)."""
-        ids, w = list(ids), np.asarray(weights, dtype=np.float64)
-        if len(ids) != len(w) or not len(ids) or not np.isfinite(w).all() or (w < 0).any():
-            raise ValueError(f"a published mixture needs one finite weight >= 0 per agent, got {len(ids)} ids "
-                             f"and weights {w.tolist()[:8]}")
-        keep = np.array([a in self.pool for a in ids])
-        if not (w[keep] > 0).any():
-            raise ValueError(f"no member of the published mixture is in the pool (ids {ids[:5]})")
-        ids, w = [a for a, k in zip(ids, keep) if k], w[keep] / w[keep].sum()
-        matrix = self.payoff.matrix(ids)
-        state = NashState(ids=ids, weights=w.tolist(), entropy=nash_entropy(w),
-                          meta_exploitability=float(meta_exploitability(matrix - 0.5, w)), solved_at=time.time(),
-                          pool_version=int(pool_version), solve_seconds=float(solve_seconds),
-                          method="least_exploitable")
-        self.published = state
-        self._publish(state)
-        return state
-
-    def _protect(self) -> None:
-        """No agent with weight in the published mixture or the meta-game Nash is evicted."""
-        self.pool.protect({**self.meta_nash.support(), **self.nash.support()})
-
-    def _publish(self, state: NashState) -> None:
-        self.nash = state
-        self._protect()
-        if self.store is not None:
-            self.store.save_nash(state.solved_at, state.pool_version, state.ids, state.weights, state.entropy,
-                                 state.meta_exploitability, state.solve_seconds, state.method)
-            self.store.append_elo_history(state.solved_at, [(a, s.role.value, self.elo.rating(a))
-                                                           for a, s in self.learners.items()])
+        """Publish the exact evaluator's least exploitable mixture (``Publication.publish_least_exploitable``)."""
+        return self.publication.publish_least_exploitable(ids, weights, pool_version, solve_seconds)
 
     # -- evaluation --------------------------------------------------------------
     def evaluation_pairs(self, n: int, unmeasured_only: bool = False) -> list[tuple[str, str]]:
@@ -723,5 +393,5 @@ class League:
 
     def payoff_view(self) -> dict[str, Any]:
         """The measured meta-game: ids, win rates and games (``GET /payoff``)."""
-        ids, matrix = self.payoff_matrix()
+        ids, matrix = self.publication.payoff_matrix()
         return {"ids": ids, "win_rates": matrix.tolist(), "games": self.payoff.games_matrix(ids).tolist() if ids else []}

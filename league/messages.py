@@ -20,15 +20,16 @@ long-running receiver stays up.
     anyone        --nash()--------------------------> Coordinator -> NashView  (GET /nash is its to_dict)
 
 A result batch is idempotent per ``(source, seq)``: a retry after a lost reply
-or a coordinator restart is stored once. Rollout workers send it in the per-pair
-form (``ResultBatch.pairs``: counts per opponent), so its size and the cost of
-ingesting it grow with the pairs, not with the games.
+or a coordinator restart is stored once. It counts games per ordered pair
+(a rollout worker's: per opponent), so its size and the cost of
+ingesting it grow with the pairs, not with the games. ``ResultBatch.to_arrays`` and
+``from_arrays`` are its one form on disk (the worker's outbox, the league's store).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -120,14 +121,16 @@ def _intern(triples: Iterable[tuple[str, str, float]]) -> tuple[list[str], list[
 
 @dataclass(frozen=True)
 class ResultBatch:
-    """Finished games of one reporter, as columns: ``agents[a[k]]`` scored
-    ``score[k]`` against ``agents[b[k]]``. One batch per ``(source, seq)``.
+    """Finished games of one reporter, counted per ordered pair: row ``k`` stands for ``games[k]``
+    games of ``agents[a[k]]`` against ``agents[b[k]]``, ``wins[k]`` of them won (score > 1/2),
+    ``draws[k]`` drawn (score 1/2), ``score[k]`` the sum of their scores. One batch per
+    ``(source, seq)``; the one form of a match result from the worker to the store.
 
     ``env_steps``: environment steps the reporter took since its last batch.
     ``action_counts``: per learner, a histogram of its actions since its last
     batch (the behaviour embedding of the league's diversity score).
-    Rollout workers send thousands of games a second: columns of small ints
-    cost far less to send and decode than a list of tuples.
+    Rollout workers send thousands of games a second: a row per opponent costs far
+    less to send, ingest and store than a row per game.
     """
 
     source: str
@@ -135,15 +138,12 @@ class ResultBatch:
     agents: tuple[str, ...]
     a: np.ndarray
     b: np.ndarray
+    games: np.ndarray
+    wins: np.ndarray
+    draws: np.ndarray
     score: np.ndarray
     env_steps: int = 0
     action_counts: dict[str, np.ndarray] = field(default_factory=dict)
-    # The per-pair form (``ResultBatch.pairs``, what rollout workers send): row ``k`` stands for
-    # ``games[k]`` games of ``agents[a[k]]`` against ``agents[b[k]]``, ``wins[k]`` of them won (score
-    # > 1/2), ``draws[k]`` drawn (score 1/2), ``score[k]`` the sum of their scores. None: one row a game.
-    games: np.ndarray | None = None
-    wins: np.ndarray | None = None
-    draws: np.ndarray | None = None
 
     def __post_init__(self):
         if not isinstance(self.source, str) or not self.source:
@@ -152,13 +152,7 @@ class ResultBatch:
             raise ValueError(f"result batch: 'seq' must be an integer, got {self.seq!r}")
         if isinstance(self.env_steps, bool) or not isinstance(self.env_steps, (int, np.integer)) or self.env_steps < 0:
             raise ValueError(f"result batch: 'env_steps' must be an integer >= 0, got {self.env_steps!r}")
-        if self.games is None:
-            if self.wins is not None or self.draws is not None:
-                raise ValueError("result batch: 'wins' and 'draws' come with 'games' (the per-pair form)")
-            agents, a, b, score = _pair_columns(self.agents, self.a, self.b, self.score, "result batch")
-            games = wins = draws = None
-        else:
-            agents, a, b, score, games, wins, draws = _count_columns(self)
+        agents, a, b, score, games, wins, draws = _count_columns(self)
         counts = {}
         if not isinstance(self.action_counts, dict):
             raise ValueError("result batch: 'action_counts' must map learner ids to histograms")
@@ -173,18 +167,36 @@ class ResultBatch:
             object.__setattr__(self, name, value)
 
     @classmethod
-    def pairs(cls, source: str, seq: int, agents: Sequence[str], a: Any, b: Any, games: Any, wins: Any, draws: Any,
-              score: Any, env_steps: int = 0, action_counts: dict[str, Any] | None = None) -> "ResultBatch":
-        """The per-pair form: ``games[k]`` games of ``agents[a[k]]`` against ``agents[b[k]]``, with
-        ``wins[k]`` wins, ``draws[k]`` draws and ``score[k]`` the sum of their scores."""
-        return cls(source, seq, tuple(agents), a, b, score, env_steps, dict(action_counts or {}), games, wins, draws)
+    def from_games(cls, source: str, seq: int, agents: Sequence[str], a: Any, b: Any, score: Any, env_steps: int = 0,
+                   action_counts: dict[str, Any] | None = None) -> "ResultBatch":
+        """Games given one by one (``agents[a[k]]`` scored ``score[k]`` against ``agents[b[k]]``),
+        counted per ordered pair, pairs in the order of their first game."""
+        agents, a, b, score = _pair_columns(agents, a, b, score, "result batch")
+        n = len(agents)
+        keys, first, inverse = np.unique(a * n + b, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        m = len(keys)
+        count = lambda w: np.bincount(inverse, weights=w, minlength=m)  # noqa: E731
+        order = np.argsort(first, kind="stable")
+        keys = keys[order]
+        return cls(source, seq, agents, keys // n, keys % n, count(None).astype(np.int64)[order],
+                   count(score > 0.5).astype(np.int64)[order], count(score == 0.5).astype(np.int64)[order],
+                   count(score)[order], env_steps, {} if action_counts is None else action_counts)
+
+    @classmethod
+    def from_results(cls, source: str, seq: int, results: Iterable[Result | tuple[str, str, float]],
+                     env_steps: int = 0, action_counts: dict[str, Any] | None = None) -> "ResultBatch":
+        """``from_games`` of ``Result`` objects or ``(a, b, score)`` triples."""
+        agents, a, b, s = _intern((r.a, r.b, r.score) if isinstance(r, Result) else r for r in results)
+        return cls.from_games(source, seq, agents, np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64),
+                              np.asarray(s, dtype=np.float64), env_steps, action_counts)
 
     @classmethod
     def learner_games(cls, source: str, seq: int, learner_id: str, names: Sequence[str], codes: Any, scores: Any,
                       env_steps: int = 0, action_counts: dict[str, Any] | None = None) -> "ResultBatch":
         """A rollout worker's report: its learner scored ``scores[k]`` against ``names[codes[k]]``, as
-        one per-pair batch (a row per opponent with games, wins, draws and the score sum), so that
-        sending and ingesting it costs per opponent, not per game."""
+        one batch (a row per opponent with games, wins, draws and the score sum), so that sending and
+        ingesting it costs per opponent, not per game."""
         codes = np.asarray(codes, dtype=np.int64)
         scores = np.asarray(scores, dtype=np.float64)
         used, b = np.unique(codes, return_inverse=True)
@@ -194,61 +206,51 @@ class ResultBatch:
         wins = np.bincount(b, weights=scores > 0.5, minlength=m).astype(np.int64)
         draws = np.bincount(b, weights=scores == 0.5, minlength=m).astype(np.int64)
         total = np.bincount(b, weights=scores, minlength=m)
-        return cls.pairs(source, seq, (learner_id, *(names[c] for c in used.tolist())), np.zeros(m, dtype=np.int64),
-                         np.arange(1, m + 1, dtype=np.int64), games, wins, draws, total, env_steps, action_counts)
+        return cls(source, seq, (learner_id, *(names[c] for c in used.tolist())), np.zeros(m, dtype=np.int64),
+                   np.arange(1, m + 1, dtype=np.int64), games, wins, draws, total, env_steps, action_counts or {})
 
-    @property
-    def per_pair(self) -> bool:
-        return self.games is not None
+    def to_arrays(self) -> dict[str, Any]:
+        """The batch as named columns, all but its ``source`` and ``seq``: numbers as numpy arrays,
+        names as lists of str, ``env_steps`` an int (the outbox's npz file takes each as an array,
+        the store's JSON as a list); ``from_arrays`` reads them back."""
+        ids = list(self.action_counts)
+        return {"agents": list(self.agents), "a": self.a, "b": self.b, "games": self.games, "wins": self.wins,
+                "draws": self.draws, "score": self.score, "env_steps": self.env_steps, "count_ids": ids,
+                **{f"count_{i}": self.action_counts[k] for i, k in enumerate(ids)}}
+
+    @classmethod
+    def from_arrays(cls, source: str, seq: int, arrays: Mapping[str, Any]) -> "ResultBatch":
+        """The batch that ``to_arrays`` gave ``arrays`` (numpy arrays or lists), validated."""
+        try:
+            ids = np.asarray(arrays["count_ids"], dtype=str).tolist()
+            counts = {k: arrays[f"count_{i}"] for i, k in enumerate(ids)}
+            return cls(source, seq, tuple(np.asarray(arrays["agents"], dtype=str).tolist()),
+                       *(np.asarray(arrays[key]) for key in ("a", "b", "games", "wins", "draws")),
+                       np.asarray(arrays["score"], dtype=np.float64), int(arrays["env_steps"]), counts)
+        except KeyError as exc:
+            raise ValueError(f"result batch arrays: missing {exc.args[0]!r}") from None
 
     def pair_counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``(a, b, games, wins, draws, score)`` with one row per ordered pair, in order of the pair's
-        first game (row). Exact: counts and score sums of the games, whichever form the batch has."""
+        """``(a, b, games, wins, draws, score)`` with one row per ordered pair (rows of one pair
+        summed), in order of the pair's first row."""
         if not len(self.a):
             z = np.zeros(0, dtype=np.int64)
             return z, z, z, z, z, np.zeros(0)
         n = len(self.agents)
-        key = self.a * n + self.b
-        keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        keys, first, inverse = np.unique(self.a * n + self.b, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
-        if self.games is None:
-            games = np.ones(len(key), dtype=np.int64)
-            wins = (self.score > 0.5).astype(np.int64)
-            draws = (self.score == 0.5).astype(np.int64)
-        else:
-            games, wins, draws = self.games, self.wins, self.draws
         m = len(keys)
-        out_games = np.bincount(inverse, weights=games, minlength=m).astype(np.int64)
-        out_wins = np.bincount(inverse, weights=wins, minlength=m).astype(np.int64)
-        out_draws = np.bincount(inverse, weights=draws, minlength=m).astype(np.int64)
+        out_games = np.bincount(inverse, weights=self.games, minlength=m).astype(np.int64)
+        out_wins = np.bincount(inverse, weights=self.wins, minlength=m).astype(np.int64)
+        out_draws = np.bincount(inverse, weights=self.draws, minlength=m).astype(np.int64)
         out_score = np.bincount(inverse, weights=self.score, minlength=m)
         order = np.argsort(first, kind="stable")
         keys = keys[order]
         return (keys // n, keys % n, out_games[order], out_wins[order], out_draws[order], out_score[order])
 
-    def aggregated(self) -> "ResultBatch":
-        """The same games in the per-pair form (one row per ordered pair), same source and seq."""
-        a, b, games, wins, draws, score = self.pair_counts()
-        return ResultBatch.pairs(self.source, self.seq, self.agents, a, b, games, wins, draws, score, self.env_steps,
-                                 self.action_counts)
-
-    @classmethod
-    def from_results(cls, source: str, seq: int, results: Iterable[Result | tuple[str, str, float]],
-                     env_steps: int = 0, action_counts: dict[str, Any] | None = None) -> "ResultBatch":
-        agents, a, b, s = _intern((r.a, r.b, r.score) if isinstance(r, Result) else r for r in results)
-        return cls(source, seq, tuple(agents), np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64),
-                   np.asarray(s, dtype=np.float64), env_steps, dict(action_counts or {}))
-
     def __len__(self) -> int:
         """Games (not rows) in the batch."""
-        return len(self.a) if self.games is None else int(self.games.sum())
-
-    def results(self) -> list[Result]:
-        """One ``Result`` a game; the per-pair form has no game-by-game scores and raises."""
-        if self.games is not None:
-            raise ValueError("a per-pair result batch has counts, not game-by-game results")
-        names = self.agents
-        return [Result(names[i], names[j], s) for i, j, s in zip(self.a.tolist(), self.b.tolist(), self.score.tolist())]
+        return int(self.games.sum())
 
 
 class ResultColumns:

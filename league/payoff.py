@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -84,67 +84,30 @@ class PayoffTable:
 
     # -- updates -------------------------------------------------------------
     def record(self, a: str, b: str, outcome: float) -> None:
-        self.record_batch([a], [b], [outcome])
-
-    def record_batch(self, a_ids: Sequence[str], b_ids: Sequence[str], outcomes: Iterable[float],
-                     decay: float | None = None) -> list[tuple[str, str]]:
-        """Apply results in order; returns the ordered pairs whose counts changed.
-
-        Unknown ids are added. Validation happens before any count changes.
-        ``decay`` overrides the table's decay for this batch (1.0 for results
-        between frozen agents, which do not change).
-        """
-        decay = self.decay if decay is None else float(decay)
-        scores = np.asarray(list(outcomes), dtype=float)
-        if len(a_ids) != len(b_ids) or len(a_ids) != len(scores):
-            raise ValueError(
-                f"result batch has {len(a_ids)} first agents, {len(b_ids)} second agents "
-                f"and {len(scores)} outcomes; they must match"
-            )
-        if not np.all(np.isfinite(scores)) or np.any((scores < 0) | (scores > 1)):
-            bad = scores[~(np.isfinite(scores) & (scores >= 0) & (scores <= 1))][0]
-            raise ValueError(f"outcome must be a score in [0, 1], got {bad}")
-        ia, ib = self._index_pairs(a_ids, b_ids)
-        draw = scores == 0.5
-        win = np.where(draw, 0.0, scores)
-        loss = np.where(draw, 0.0, 1.0 - scores)
-        draw = draw.astype(float)
-        if not len(scores):
-            return []
-        # Results for one unordered pair must be applied in order: decay the pair,
-        # then add. Grouping by pair gives the same totals with one decay**k.
-        lo, hi = np.minimum(ia, ib), np.maximum(ia, ib)
-        flip = ia > ib  # score seen from the lower index's side
-        w_lo = np.where(flip, loss, win)
-        l_lo = np.where(flip, win, loss)
-        key = lo * (1 << 32) + hi
-        order = np.argsort(key, kind="stable")
-        key_sorted = key[order]
-        starts = np.flatnonzero(np.r_[True, key_sorted[1:] != key_sorted[:-1]])
-        ends = np.r_[starts[1:], len(order)]
-        # Within a pair, the result m places from the end is weighted decay**m; the old counts decay**k.
-        group = np.repeat(np.arange(len(starts)), ends - starts)
-        weights = decay ** (ends[group] - 1 - np.arange(len(order)))
-        wsum = np.add.reduceat(weights * w_lo[order], starts)
-        dsum = np.add.reduceat(weights * draw[order], starts)
-        lsum = np.add.reduceat(weights * l_lo[order], starts)
-        dk = decay ** (ends - starts).astype(float)
-        i, j = lo[order[starts]], hi[order[starts]]
-        return self._decay_and_add(i, j, dk, wsum, dsum, lsum)
+        """One game: ``a`` scored ``outcome`` in [0, 1] against ``b`` (AlphaStar's update: decay the
+        pair, then add the game). Unknown ids are added."""
+        outcome = float(outcome)
+        if not (0.0 <= outcome <= 1.0):  # also rejects NaN
+            raise ValueError(f"outcome must be a score in [0, 1], got {outcome}")
+        draw = float(outcome == 0.5)
+        win = 0.0 if draw else outcome
+        self.record_counts([a], [b], [1.0], [win], [draw], [1.0 - draw - win])
 
     def record_counts(self, a_ids: Sequence[str], b_ids: Sequence[str], games: Sequence[float],
                       wins: Sequence[float], draws: Sequence[float], losses: Sequence[float],
                       decay: float | None = None) -> list[tuple[str, str]]:
         """Apply results given as counts per pair: row k is ``games[k]`` games of ``a_ids[k]`` against
         ``b_ids[k]`` worth ``wins[k]`` wins, ``draws[k]`` draws and ``losses[k]`` losses from ``a``'s side
-        (fractional scores count as in ``record_batch``). Returns the ordered pairs that changed.
+        (a fractional score counts ``score`` wins and ``1 - score`` losses). Returns the ordered pairs
+        that changed. ``decay`` overrides the table's decay for these games (1.0 for games between
+        frozen agents, which do not change).
 
         The order of a pair's games is not known, so each of them gets the mean of the weights that
-        ``record_batch`` would give to games in some order: old counts decay by ``decay ** N`` for the
-        pair's ``N`` games, and its wins, draws and losses are added with weight
-        ``(1 - decay ** N) / ((1 - decay) N)``. The decayed number of games is exactly
-        ``record_batch``'s; its split into wins, draws and losses is the mean over the games' orders.
-        With ``decay`` 1 (frozen pairs), or one game per pair, it equals ``record_batch``."""
+        ``record`` game by game would give to games in some order: old counts decay by ``decay ** N``
+        for the pair's ``N`` games, and its wins, draws and losses are added with weight
+        ``(1 - decay ** N) / ((1 - decay) N)``. The decayed number of games is exactly the
+        game-by-game one; its split into wins, draws and losses is the mean over the games' orders.
+        With ``decay`` 1 (frozen pairs), or one game per pair, it equals ``record`` game by game."""
         if len(a_ids) != len(b_ids):
             raise ValueError("payoff counts: ids and count columns must have one length")
         return self.record_pair_counts(*id_codes(a_ids, b_ids), games, wins, draws, losses, decay)

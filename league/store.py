@@ -8,12 +8,14 @@ killed at any moment leaves every acknowledged change on disk.
 
 The payoff and Elo tables are checkpoints, not rewritten with every result
 batch: meta ``tables_through`` is the id of the last stored batch they include.
-Every batch is stored (as its per-pair summary) before it is acknowledged, and
+Every batch is stored (``ResultBatch.to_arrays`` as JSON) before it is acknowledged, and
 opening a league replays the batches after ``tables_through`` onto the tables
 (``League``), which gives the league that was in memory exactly.
 
 A file that is not a nash-league store (wrong SQLite application id, or not
-SQLite at all) or that has another schema version raises ``StoreError``.
+SQLite at all) or that has another schema version raises ``StoreError``; a file
+of an earlier schema version is upgraded once, when it is opened, in one
+transaction.
 """
 
 from __future__ import annotations
@@ -27,12 +29,16 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+import numpy as np
+
+from league.messages import ResultBatch
 from league.pool import AgentRecord, AgentType
 
 # a checkpoint of the payoff and Elo tables: (payoff rows, Elo rows), see ``LeagueStore.write_tables``
 Tables = tuple[list[tuple[str, str, float, float, float]], list[tuple[str, float, int]]]
 
-SCHEMA_VERSION = 1
+# 2: a result batch is kept as ``ResultBatch.to_arrays`` (JSON); version 1 files are upgraded on open
+SCHEMA_VERSION = 2
 APPLICATION_ID = 0x4E4C4731  # "NLG1": marks the file as ours
 DB_NAME = "league.db"
 
@@ -64,43 +70,6 @@ CREATE INDEX measurements_kind ON measurements (kind, time);
 """
 
 
-# What the store keeps of a result batch: its games per ordered pair, as columns (one JSON object a
-# batch; a few times cheaper to encode and store than a row object per pair). Files written before
-# keep a list of row objects ({"a", "b", "games", "score", "wins", "draws", "losses"}); both read back.
-SUMMARY_COLUMNS = ("a", "b", "games", "wins", "draws", "score")
-
-
-def summary_columns(summary: dict[str, Any] | list[dict[str, Any]]) -> dict[str, list]:
-    """A stored batch summary as columns: ``agents`` and, per pair ``k``, ``agents[a[k]]`` played
-    ``games[k]`` games against ``agents[b[k]]``, won ``wins[k]``, drew ``draws[k]``, scored ``score[k]``."""
-    if isinstance(summary, dict):
-        return summary
-    agents: dict[str, int] = {}
-    out: dict[str, list] = {"agents": [], **{key: [] for key in SUMMARY_COLUMNS}}
-    for row in summary:
-        for side in ("a", "b"):
-            out[side].append(agents.setdefault(row[side], len(agents)))
-        for key in ("games", "wins", "draws", "score"):
-            out[key].append(row[key])
-    out["agents"] = list(agents)
-    return out
-
-
-def summary_rows(summary: dict[str, Any] | list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A stored batch summary as one row object per ordered pair (a, b, games, score, wins, draws, losses)."""
-    if isinstance(summary, list):
-        return summary
-    names = summary["agents"]
-    return [{"a": names[i], "b": names[j], "games": g, "score": sc, "wins": w, "draws": d, "losses": g - w - d}
-            for i, j, g, w, d, sc in zip(*(summary[key] for key in SUMMARY_COLUMNS))]
-
-
-def _games(summary: dict[str, Any] | list[dict[str, Any]]) -> int:
-    if isinstance(summary, dict):
-        return int(sum(summary["games"]))
-    return sum(int(r.get("games", 1)) for r in summary)
-
-
 class StoreError(ValueError):
     """The file is not a readable nash-league store."""
 
@@ -114,9 +83,40 @@ def db_path(storage: str | os.PathLike) -> Path:
 _encoder = json.JSONEncoder(check_circular=False, separators=(",", ":"))
 
 
-def _encode(summary: dict[str, list] | list[dict[str, Any]]) -> str:
-    """Compact JSON of a batch summary (no circular check: it is plain lists of numbers and ids)."""
-    return _encoder.encode(summary)
+def encode_batch(batch: ResultBatch) -> str:
+    """A result batch as the store keeps it: compact JSON of ``ResultBatch.to_arrays`` (no circular
+    check: it is plain lists of numbers and ids)."""
+    return _encoder.encode({key: value.tolist() if isinstance(value, np.ndarray) else value
+                            for key, value in batch.to_arrays().items()})
+
+
+def decode_batch(source: str, seq: int, payload: str) -> ResultBatch:
+    return ResultBatch.from_arrays(source, seq, json.loads(payload))
+
+
+def _upgraded_payload(source: str, seq: int, summary: dict[str, Any] | list[dict[str, Any]]) -> str:
+    """A result batch's summary in schema version 1 (columns ``agents, a, b, games, wins, draws,
+    score``, or a list of row objects ``{a, b, score}`` with ``games, wins, draws`` when a row
+    stands for more than one game) as version 2 keeps it. Version 1 kept neither the reporter's
+    environment steps nor its action counts (they went to the counters and the diversity table):
+    the batch has 0 and none."""
+    if isinstance(summary, dict):
+        batch = ResultBatch(source, seq, tuple(summary["agents"]), *(np.asarray(summary[key], dtype=np.int64)
+                                                                     for key in ("a", "b", "games", "wins", "draws")),
+                            np.asarray(summary["score"], dtype=np.float64))
+    else:
+        agents: dict[str, int] = {}
+        a = [agents.setdefault(r["a"], len(agents)) for r in summary]
+        b = [agents.setdefault(r["b"], len(agents)) for r in summary]
+        score = np.array([float(r["score"]) for r in summary], dtype=np.float64)
+        games = np.array([int(r.get("games", 1)) for r in summary], dtype=np.int64)
+        # a row without counts is one game: a win scores more than 1/2, a draw 1/2
+        wins = np.array([int(r["wins"]) if "wins" in r else int(r["score"] > 0.5) for r in summary], dtype=np.int64)
+        draws = np.array([int(r["draws"]) if "draws" in r else int(r["score"] == 0.5) for r in summary],
+                         dtype=np.int64)
+        batch = ResultBatch(source, seq, tuple(agents), np.array(a, dtype=np.int64), np.array(b, dtype=np.int64),
+                            games, wins, draws, score)
+    return encode_batch(batch)
 
 
 class LeagueStore:
@@ -158,6 +158,9 @@ class LeagueStore:
         if check != "ok":
             raise StoreError(f"{self.path} is corrupt: {check}")
         version = self.get_meta("schema_version")
+        if version == 1:
+            self._upgrade_from_1()
+            version = self.get_meta("schema_version")
         if version != SCHEMA_VERSION:
             raise StoreError(f"{self.path} has schema version {version}; this nash-league reads version {SCHEMA_VERSION}")
         # Added after schema version 1 shipped; additive, so older files gain it on open.
@@ -169,6 +172,21 @@ class LeagueStore:
             with self.transaction():
                 db.execute("INSERT OR IGNORE INTO meta SELECT 'tables_through', CAST(coalesce(max(id), 0) AS TEXT) "
                            "FROM results")
+
+    def _upgrade_from_1(self) -> None:
+        """Schema version 1 -> 2, once, in one transaction: every stored result batch's summary is
+        rewritten as the one form of a result batch (``encode_batch``). Counts, score sums and the
+        order of the batches stay as they were, so the league replays the same games."""
+        with self.transaction() as db:
+            rows = db.execute("SELECT id, source, seq, payload FROM results ORDER BY id").fetchall()
+            try:
+                db.executemany("UPDATE results SET payload = ? WHERE id = ?",
+                               [(_upgraded_payload(source, seq, json.loads(payload)), batch_id)
+                                for batch_id, source, seq, payload in rows])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise StoreError(f"{self.path}: a stored result batch cannot be upgraded to schema version "
+                                 f"{SCHEMA_VERSION} ({type(exc).__name__}: {exc})") from None
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (json.dumps(SCHEMA_VERSION),))
 
     def close(self) -> None:
         with self._lock:
@@ -268,9 +286,7 @@ class LeagueStore:
 
     def record_results(
         self,
-        source: str,
-        seq: int,
-        results: dict[str, list] | list[dict[str, Any]],
+        batch: ResultBatch,
         payoff_rows: Iterable[tuple[str, str, float, float, float]] | None,
         elo_rows: Iterable[tuple[str, float, int]] | None,
         counters: dict[str, float],
@@ -282,19 +298,18 @@ class LeagueStore:
         Idempotent per (source, seq): a batch retried after a crash is stored
         once; returns False when it was already there.
         """
-        return self.record_results_many([(source, seq, results)], payoff_rows, elo_rows, counters, diversity_rows) == 1
+        return self.record_results_many([batch], payoff_rows, elo_rows, counters, diversity_rows) == 1
 
     def record_results_many(
         self,
-        batches: Sequence[tuple[str, int, dict[str, list] | list[dict[str, Any]]]],
+        batches: Sequence[ResultBatch],
         payoff_rows: Iterable[tuple[str, str, float, float, float]] | None,
         elo_rows: Iterable[tuple[str, float, int]] | None,
         counters: dict[str, float],
         diversity_rows: Iterable[tuple[str, Sequence[float], int]] = (),
     ) -> int:
-        """Several result batches (``(source, seq, summary)``: ``summary_columns``' columns, or
-        rows) and what they changed, in one transaction (one fsync: group commit). Returns how many
-        batches were new; nothing is written when none was.
+        """Several result batches and what they changed, in one transaction (one fsync: group
+        commit). Returns how many batches were new; nothing is written when none was.
 
         ``payoff_rows`` and ``elo_rows``: every row changed since the last checkpoint, these
         batches included (``write_tables``); None for both leaves the tables as they are, and the
@@ -303,12 +318,13 @@ class LeagueStore:
             raise ValueError("record_results: payoff_rows and elo_rows are a checkpoint together (both or neither)")
         with self.transaction() as db:
             now, new = time.time(), 0
-            for source, seq, results in batches:
-                if db.execute("SELECT 1 FROM results WHERE source = ? AND seq = ?", (source, seq)).fetchone():
+            for batch in batches:
+                key = (batch.source, batch.seq)
+                if db.execute("SELECT 1 FROM results WHERE source = ? AND seq = ?", key).fetchone():
                     continue
-                # n counts games: a pair of a summarized batch stands for "games" games
+                # n counts games: a row of a batch stands for "games" games
                 db.execute("INSERT INTO results (source, seq, received_at, n, payload) VALUES (?,?,?,?,?)",
-                           (source, seq, now, _games(results), _encode(results)))
+                           (batch.source, batch.seq, now, len(batch), encode_batch(batch)))
                 new += 1
             if not new:
                 return 0
@@ -341,12 +357,12 @@ class LeagueStore:
         """The id of the last stored result batch that the payoff and Elo tables include."""
         return int(self.get_meta("tables_through", 0))
 
-    def results_after(self, batch_id: int = 0) -> Iterator[dict[str, list]]:
-        """The summaries (``summary_columns``) of the stored result batches after ``batch_id``
-        (``tables_through``: what a league replays onto its checkpointed tables), in the order they
-        were stored; all of them by default."""
-        for (payload,) in self._query("SELECT payload FROM results WHERE id > ? ORDER BY id", (int(batch_id),)):
-            yield summary_columns(json.loads(payload))
+    def results_after(self, batch_id: int = 0) -> Iterator[ResultBatch]:
+        """The stored result batches after ``batch_id`` (``tables_through``: what a league replays
+        onto its checkpointed tables), in the order they were stored; all of them by default."""
+        rows = self._query("SELECT source, seq, payload FROM results WHERE id > ? ORDER BY id", (int(batch_id),))
+        for source, seq, payload in rows:
+            yield decode_batch(source, seq, payload)
 
     def diversity_rows(self) -> list[tuple[str, list[float], int]]:
         """Per agent: the running sum of behaviour embeddings and the steps behind it."""

@@ -35,7 +35,7 @@ def test_one_group_equals_the_batches_one_by_one(tmp_path):
     many, _ = league_with_pool(tmp_path / "many")
     work = batches(frozen, np.random.default_rng(0))
     assert [one.report_results(b) for b in work] == [True] * len(work)
-    assert many.report_results_many(work) == [True] * len(work)
+    assert many.intake.report(work) == [True] * len(work)
     ids = sorted(set(one.learners) | set(frozen))
     assert np.allclose(one.payoff.games_matrix(ids), many.payoff.games_matrix(ids))
     for a in ids:
@@ -53,10 +53,10 @@ def test_a_bad_or_repeated_batch_holds_back_nothing_else(tmp_path):
     league, frozen = league_with_pool(tmp_path)
     good = [Result("main_agent-0", frozen[0], 1.0)]
     batch = lambda seq: ResultBatch.from_results("w", seq, good, 10)  # noqa: E731
-    out = league.report_results_many([batch(1), ("w", 2, good, 10), batch(1), batch(3)])
+    out = league.intake.report([batch(1), ("w", 2, good, 10), batch(1), batch(3)])
     assert out[0] is True and isinstance(out[1], ValueError) and out[2] is False and out[3] is True
     assert league.counters == {"games": 2.0, "env_steps": 20.0}
-    assert league.report_results_many([batch(3)]) == [False]  # already stored
+    assert league.intake.report([batch(3)]) == [False]  # already stored
     reopened = League(league.cfg, LeagueStore(tmp_path))
     assert reopened.counters == {"games": 2.0, "env_steps": 20.0}
 
@@ -64,8 +64,8 @@ def test_a_bad_or_repeated_batch_holds_back_nothing_else(tmp_path):
 def test_a_batch_naming_its_learner_twice_counts_self_play_as_games_only(tmp_path):
     # what a rollout worker sends: agents = (learner, *opponents), and self-play lists the learner again
     league, frozen = league_with_pool(tmp_path)
-    batch = ResultBatch("w", 1, ("main_agent-0", "main_agent-0", frozen[0]), np.zeros(3, dtype=np.int64),
-                        np.array([1, 1, 2]), np.array([1.0, 0.0, 1.0]), env_steps=9)
+    batch = ResultBatch.from_games("w", 1, ("main_agent-0", "main_agent-0", frozen[0]), np.zeros(3, dtype=np.int64),
+                                   np.array([1, 1, 2]), np.array([1.0, 0.0, 1.0]), env_steps=9)
     assert league.report_results(batch)
     assert league.counters == {"games": 3.0, "env_steps": 9.0}
     assert league.payoff.counts("main_agent-0", frozen[0]) == pytest.approx((1.0, 0.0, 0.0))

@@ -43,8 +43,8 @@ def test_a_batch_retried_across_a_coordinator_restart_is_stored_exactly_once(ray
     ids = tuple(learner_ids(cfg))
     rng = np.random.default_rng(0)
     n = 50_000
-    batch = ResultBatch("worker:test:0", 1, ids, rng.integers(0, len(ids), n), rng.integers(0, len(ids), n),
-                        rng.choice([0.0, 0.5, 1.0], n), env_steps=7 * n)
+    a, b, score = rng.integers(0, len(ids), n), rng.integers(0, len(ids), n), rng.choice([0.0, 0.5, 1.0], n)
+    batch = ResultBatch.from_games("worker:test:0", 1, ids, a, b, score, env_steps=7 * n)
     try:
         in_flight = coordinator.report_results.remote(batch)
         time.sleep(0.05)  # delivered and being applied
@@ -52,7 +52,7 @@ def test_a_batch_retried_across_a_coordinator_restart_is_stored_exactly_once(ray
         assert ray.get(in_flight, timeout=120) is True
         # the reply lost: the sender's restarted life sends the same batch again
         assert ray.get(coordinator.report_results.remote(batch), timeout=120) is True
-        later = ResultBatch("worker:test:0", 2, ids, batch.a[:10], batch.b[:10], batch.score[:10], env_steps=70)
+        later = ResultBatch.from_games("worker:test:0", 2, ids, a[:10], b[:10], score[:10], env_steps=70)
         assert ray.get(coordinator.report_results.remote(later), timeout=60) is True
         status = ray.get(coordinator.status.remote())
         assert (status["games"], status["env_steps"]) == (n + 10, 7 * n + 70)

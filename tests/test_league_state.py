@@ -7,7 +7,7 @@ import pytest
 from league.config import load_config
 from league.league import League
 from league.messages import MatchAssignments, ProgressDecision, Result, ResultBatch
-from league.store import LeagueStore, summary_rows
+from league.store import LeagueStore
 
 
 def batch(results, source="w0", seq=1, env_steps=0, action_counts=None):
@@ -30,11 +30,13 @@ def test_results_are_idempotent_and_survive_reopen(cfg):
     assert league.report_results(batch(results, env_steps=30))
     assert not league.report_results(batch(results, env_steps=30))  # retry after a lost reply
     assert league.counters == {"games": 3.0, "env_steps": 30.0}
-    assert league.payoff.counts("main_agent-0", rec.agent_id) == pytest.approx((0.99, 0.0, 1.0))
+    # a win and a loss, each with the mean of the decay weights of two games (PayoffTable.record_counts)
+    mean = (1 - 0.99 ** 2) / (0.01 * 2)
+    assert league.payoff.counts("main_agent-0", rec.agent_id) == pytest.approx((mean, 0.0, mean))
     store.close()
     again = League(cfg, LeagueStore(cfg.run.storage))
     assert again.counters == {"games": 3.0, "env_steps": 30.0}
-    assert again.payoff.counts("main_agent-0", rec.agent_id) == pytest.approx((0.99, 0.0, 1.0))
+    assert again.payoff.counts("main_agent-0", rec.agent_id) == pytest.approx((mean, 0.0, mean))
     assert again.pool.ids() == [rec.agent_id]
     assert again.elo.rating("main_agent-0") == pytest.approx(league.elo.rating("main_agent-0"))
 
@@ -43,8 +45,8 @@ def test_self_play_as_a_worker_reports_it_counts_but_carries_no_payoff(cfg):
     league = League(cfg, LeagueStore(cfg.run.storage))
     rec, _ = league.add_snapshot("main_agent-0", b"w", step=1)
     # the worker's form: its learner first, then the opponents it met (itself included)
-    sent = ResultBatch("w0", 1, ("main_agent-0", "main_agent-0", rec.agent_id), np.zeros(3, dtype=np.int64),
-                       np.array([1, 1, 2]), np.array([0.5, 1.0, 1.0]), env_steps=9)
+    sent = ResultBatch.from_games("w0", 1, ("main_agent-0", "main_agent-0", rec.agent_id), np.zeros(3, dtype=np.int64),
+                                  np.array([1, 1, 2]), np.array([0.5, 1.0, 1.0]), env_steps=9)
     assert league.report_results(sent)
     assert league.counters == {"games": 3.0, "env_steps": 9.0}
     assert league.payoff.games("main_agent-0", rec.agent_id) == pytest.approx(1.0)
@@ -171,14 +173,16 @@ def test_evaluation_pairs_prefer_unmeasured(cfg):
     assert len(league.evaluation_pairs(10)) == 3
 
 
-def test_stored_batches_are_per_pair_summaries(cfg):
+def test_stored_batches_are_counts_per_pair(cfg):
     league = League(cfg, LeagueStore(cfg.run.storage))
     rec, _ = league.add_snapshot("main_agent-0", b"w", step=1)
     league.report_results(batch([Result("main_agent-0", rec.agent_id, s) for s in (1.0, 0.5, 0.0, 0.75)], "w",
                                 env_steps=8))
-    (payload,) = [summary_rows(s) for s in league.store.results_after()]
-    assert payload == [{"a": "main_agent-0", "b": rec.agent_id, "games": 4, "score": 2.25,
-                        "wins": 2, "draws": 1, "losses": 1}]
+    (stored,) = league.store.results_after()
+    assert stored.agents == ("main_agent-0", rec.agent_id)
+    assert (stored.source, stored.seq, stored.env_steps) == ("w", 1, 8)
+    assert [stored.a.tolist(), stored.b.tolist(), stored.games.tolist(), stored.wins.tolist(),
+            stored.draws.tolist(), stored.score.tolist()] == [[0], [1], [4], [2], [1], [2.25]]
 
 
 def test_nash_job_solves_the_current_meta_game_off_the_league(cfg):

@@ -42,7 +42,7 @@ def test_plans_are_remade_when_the_league_changes(tmp_path):
     league = league_with_pool(tmp_path)
     plan = league.match_plan("main_agent-0", now=100.0)
     assert league.match_plan("main_agent-0", plan.version, now=100.0) is None
-    batch = ResultBatch.pairs("w", 1, ("main_agent-0", league.pool.ids()[0]), [0], [1], [10], [10], [0], [10.0])
+    batch = ResultBatch("w", 1, ("main_agent-0", league.pool.ids()[0]), [0], [1], [10], [10], [0], [10.0])
     league.report_results(batch)
     # results move the win rates: a new plan, but not before match_plan_seconds (5) have passed
     assert league.match_plan("main_agent-0", plan.version, now=104.0) is None

@@ -6,6 +6,12 @@ from league.config import Config
 from league.matchmaking import LeagueView, choose_match, choose_matches, f_hard, f_linear_capped, f_var
 
 
+def record_games(table, a_ids, b_ids, outcomes):
+    """Games one by one: ``a_ids[k]`` scored ``outcomes[k]`` against ``b_ids[k]``."""
+    for a, b, outcome in zip(a_ids, b_ids, outcomes):
+        table.record(a, b, outcome)
+
+
 def test_pfsp_weightings_equal_their_formulas():
     x = np.linspace(0, 1, 11)
     assert np.allclose(pfsp_weights(x, "hard", p=3.0), (1 - x) ** 3)
@@ -30,7 +36,7 @@ def _pool_with_rates(rates):
     for b, r in zip(ids, rates):
         # r = focal's win rate against b, from 100 games
         wins = int(round(r * 100))
-        table.record_batch(["focal"] * 100, [b] * 100, [1.0] * wins + [0.0] * (100 - wins))
+        record_games(table, ["focal"] * 100, [b] * 100, [1.0] * wins + [0.0] * (100 - wins))
     return pool, table, ids
 
 
@@ -82,7 +88,7 @@ def test_main_agent_branch_proportions_hold():
     view, table = _league_view()
     # make every past player "forgotten": main loses to all of them
     for a in view.pool.ids():
-        table.record_batch(["main"] * 10, [a] * 10, [0.0] * 10)
+        record_games(table, ["main"] * 10, [a] * 10, [0.0] * 10)
     cfg = Config().roles.main_agent
     rng = np.random.default_rng(0)
     n = 20000
@@ -98,7 +104,7 @@ def test_main_exploiter_plays_live_main_then_curriculum_over_its_snapshots():
     rng = np.random.default_rng(0)
     m = choose_match("mx", AgentType.MAIN_EXPLOITER, cfg, view, rng)
     assert (m.opponent_id, m.live) == ("main", True)  # 0.5 > 0.1
-    table.record_batch(["mx"] * 20, ["main"] * 20, [0.0] * 20)  # now it never wins
+    record_games(table, ["mx"] * 20, ["main"] * 20, [0.0] * 20)  # now it never wins
     picks = {choose_match("mx", AgentType.MAIN_EXPLOITER, cfg, view, rng).opponent_id for _ in range(200)}
     assert picks == {"main-v1", "main-v2", "main-v3"}
 
@@ -124,7 +130,7 @@ def test_batched_draws_follow_the_rule_distribution(sampling, weights):
 
     view, table = _league_view()
     for a, score in zip(view.pool.ids(), (0.2, 0.5, 0.7, 0.9)):
-        table.record_batch(["lx"] * 50, [a] * 50, [score] * 50)
+        record_games(table, ["lx"] * 50, [a] * 50, [score] * 50)
     view.nash_weights = weights or {}
     cfg = Config().roles.league_exploiter
     cfg.sampling = sampling
@@ -159,7 +165,7 @@ def test_match_columns_are_the_same_draws_as_match_objects(role):
     from league.matchmaking import choose_draws, draws_as_columns
 
     view, table = _league_view()
-    table.record_batch(["mx"] * 20, ["main"] * 20, [0.0] * 20)  # the exploiter's curriculum branch is live
+    record_games(table, ["mx"] * 20, ["main"] * 20, [0.0] * 20)  # the exploiter's curriculum branch is live
     learner = {AgentType.MAIN_AGENT: "main", AgentType.MAIN_EXPLOITER: "mx", AgentType.LEAGUE_EXPLOITER: "lx"}[role]
     cfg = getattr(Config().roles, role.value)
     matches = choose_matches(learner, role, cfg, view, np.random.default_rng(5), 3000)

@@ -1,5 +1,6 @@
 """league/messages.py: the typed messages between actors validate what they carry."""
 
+import json
 import pickle
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 
 from league.matchmaking import Match
 from league.messages import ExactScores, MatchAssignments, NashMember, NashView, Result, ResultBatch
+from league.store import encode_batch
 
 
 def columns(**change):
@@ -15,32 +17,60 @@ def columns(**change):
     return cols
 
 
-def test_result_batch_columns_decode_to_the_results():
-    batch = ResultBatch("w", 1, ("m", "x", "y"), np.array([0, 0, 2]), np.array([1, 2, 1]), np.array([1.0, 0.25, 0.5]))
-    assert batch.results() == [Result("m", "x", 1.0), Result("m", "y", 0.25), Result("y", "x", 0.5)]
-    assert len(batch) == 3
-    assert ResultBatch("w", 2, (), [], [], []).results() == []
+def pair_rows(batch):
+    """A batch's rows as (a, b, games, wins, draws, score) with agent names."""
+    names = batch.agents
+    return [(names[i], names[j], g, w, d, s) for i, j, g, w, d, s in
+            zip(batch.a.tolist(), batch.b.tolist(), batch.games.tolist(), batch.wins.tolist(), batch.draws.tolist(),
+                batch.score.tolist())]
+
+
+def test_games_are_counted_per_ordered_pair_in_order_of_first_game():
+    batch = ResultBatch.from_games("w", 1, ("m", "x", "y"), np.array([0, 0, 2, 0]), np.array([1, 2, 1, 1]),
+                                   np.array([1.0, 0.25, 0.5, 0.5]))
+    assert pair_rows(batch) == [("m", "x", 2, 1, 1, 1.5), ("m", "y", 1, 0, 0, 0.25), ("y", "x", 1, 0, 1, 0.5)]
+    assert len(batch) == 4
+    empty = ResultBatch.from_games("w", 2, (), [], [], [])
+    assert len(empty) == 0 and pair_rows(empty) == []
 
 
 def test_an_agent_listed_twice_is_one_agent():
     """A worker lists its learner first and then every opponent, itself included in self-play."""
-    batch = ResultBatch("w", 1, ("m", "x", "m"), np.array([0, 0, 2]), np.array([2, 1, 1]), np.array([0.5, 1.0, 0.0]))
+    batch = ResultBatch.from_games("w", 1, ("m", "x", "m"), np.array([0, 0, 2]), np.array([2, 1, 1]),
+                                   np.array([0.5, 1.0, 0.0]))
     assert batch.agents == ("m", "x")
-    assert batch.a.tolist() == [0, 0, 0] and batch.b.tolist() == [0, 1, 1]
-    assert batch.results() == [Result("m", "m", 0.5), Result("m", "x", 1.0), Result("m", "x", 0.0)]
+    assert pair_rows(batch) == [("m", "m", 1, 0, 1, 0.5), ("m", "x", 2, 1, 0, 1.0)]
 
 
 def test_result_batch_from_results_interns_ids():
     batch = ResultBatch.from_results("w", 7, [("m", "x", 1.0), Result("x", "m", 0.0)], env_steps=5)
     assert batch.agents == ("m", "x") and batch.a.tolist() == [0, 1] and batch.b.tolist() == [1, 0]
-    assert batch.results() == [Result("m", "x", 1.0), Result("x", "m", 0.0)]
+    assert pair_rows(batch) == [("m", "x", 1, 1, 0, 1.0), ("x", "m", 1, 0, 0, 0.0)]
     assert (batch.source, batch.seq, batch.env_steps) == ("w", 7, 5)
 
 
 def test_result_batch_survives_pickling_as_ray_sends_it():
-    batch = ResultBatch("w", 3, ("m", "x"), np.array([0]), np.array([1]), np.array([0.5]), 12, {"m": [1.0, 2.0]})
+    batch = ResultBatch.from_games("w", 3, ("m", "x"), np.array([0]), np.array([1]), np.array([0.5]), 12,
+                                   {"m": [1.0, 2.0]})
     back = pickle.loads(pickle.dumps(batch))
-    assert back.results() == batch.results() and back.action_counts["m"].tolist() == [1.0, 2.0]
+    assert pair_rows(back) == pair_rows(batch) and back.action_counts["m"].tolist() == [1.0, 2.0]
+
+
+def test_result_batch_arrays_come_back_as_the_same_batch():
+    batch = ResultBatch("w", 3, ("m", "x", "y"), [0, 0, 2], [1, 2, 0], [3, 1, 2], [1, 0, 1], [1, 1, 0],
+                        [1.75, 0.5, 1.25], 40, {"m": [1.0, 2.0], "y": [0.0, 5.0, 1.0]})
+    arrays = batch.to_arrays()
+    for back in (ResultBatch.from_arrays("w", 3, arrays),
+                 ResultBatch.from_arrays("w", 3, {k: np.asarray(v) for k, v in arrays.items()}),  # as npz keeps them
+                 ResultBatch.from_arrays("w", 3, json.loads(encode_batch(batch)))):  # as the store keeps them
+        assert pair_rows(back) == pair_rows(batch) and back.env_steps == 40
+        assert {k: v.tolist() for k, v in back.action_counts.items()} == {"m": [1.0, 2.0], "y": [0.0, 5.0, 1.0]}
+    with pytest.raises(ValueError, match="missing 'wins'"):
+        ResultBatch.from_arrays("w", 3, {k: v for k, v in arrays.items() if k != "wins"})
+    with pytest.raises(ValueError, match="score"):
+        ResultBatch.from_arrays("w", 3, {**arrays, "score": np.array([7.0, 0.5, 1.25])})
+    assert sorted(arrays) == ["a", "agents", "b", "count_0", "count_1", "count_ids", "draws", "env_steps", "games",
+                              "score", "wins"]
 
 
 @pytest.mark.parametrize("change, match", [
@@ -57,7 +87,7 @@ def test_result_batch_survives_pickling_as_ray_sends_it():
 ])
 def test_malformed_result_columns_raise_value_error(change, match):
     with pytest.raises(ValueError, match=match):
-        ResultBatch("w", 1, **columns(**change))
+        ResultBatch.from_games("w", 1, **columns(**change))
     with pytest.raises(ValueError, match=match):
         ExactScores(**columns(**change))
 
@@ -69,7 +99,7 @@ def test_malformed_result_columns_raise_value_error(change, match):
 def test_malformed_result_batch_fields_raise_value_error(field, value, match):
     kwargs = {"source": "w", "seq": 1, **columns(), field: value}
     with pytest.raises(ValueError, match=match):
-        ResultBatch(**kwargs)
+        ResultBatch.from_games(**kwargs)
 
 
 def test_match_assignments_keep_opponent_liveness_and_branch():

@@ -17,7 +17,7 @@ K = 3
 
 def test_grouped_play_reaches_the_shaper_whole_and_a_failing_shaper_stops_only_its_learner(ray_local, tmp_path):
     ray = ray_local
-    from league.store import LeagueStore, summary_rows
+    from league.store import LeagueStore
 
     log_path = tmp_path / "groups.jsonl"
     cfg, info = load([
@@ -51,7 +51,7 @@ def test_grouped_play_reaches_the_shaper_whole_and_a_failing_shaper_stops_only_i
     assert m["updates"] >= 8 and m["skipped_updates"] == 0
     with LeagueStore(tmp_path / "run", create=False) as store:
         errors = store.events("shaper_error")
-        rows = [summary_rows(s) for s in store.results_after()]
+        rows = list(store.results_after())
     assert errors and {e["learner_id"] for e in errors} == {"main_exploiter-0"}
     assert "failed on purpose" in errors[0]["error"]
     logged = [p for p in logs_dir.glob("worker-*") if "main_exploiter-0 skipped an update" in p.read_text(errors="ignore")]
@@ -91,13 +91,13 @@ def learner_counts(seen: list[dict], pending) -> dict[str, np.ndarray]:
 def stored_counts(batches: list, learner: str) -> dict[str, np.ndarray]:
     """The same per opponent from the store's result batches (payloads)."""
     want: dict[str, np.ndarray] = {}
-    from league.store import summary_rows
-
     for batch in batches:
-        for row in summary_rows(batch):
-            if row["a"] == learner:
-                want.setdefault(row["b"], np.zeros(4))
-                want[row["b"]] += [row["games"], row["wins"], row["draws"], row["losses"]]
+        names = batch.agents
+        for i, j, g, w, d in zip(batch.a.tolist(), batch.b.tolist(), batch.games.tolist(), batch.wins.tolist(),
+                                 batch.draws.tolist()):
+            if names[i] == learner:
+                want.setdefault(names[j], np.zeros(4))
+                want[names[j]] += [g, w, d, g - w - d]
     return want
 
 
@@ -158,12 +158,13 @@ def test_a_rollout_worker_killed_mid_run_delivers_every_stored_group_to_the_lear
     assert len(ids) == len(set(ids)), "a group reached the learner twice"
     assert len(ids) == m["groups_taken"]
     with LeagueStore(storage, create=False) as store:
-        rows = store._query("SELECT seq, n, payload FROM results WHERE source = ?", (wid,))
+        batches = [batch for batch in store.results_after() if batch.source == wid]
         games = store.result_count()
-    delivered = {seq for seq, n, _ in rows if n > 0}  # deliveries with groups (the others carry env steps only)
+    # deliveries with groups (the others carry env steps only)
+    delivered = {batch.seq for batch in batches if len(batch)}
     assert games == K * len(ids)
     assert len(delivered) == m["deliveries_taken"]
-    got, want = learner_counts(seen, pending), stored_counts([json.loads(p) for _, _, p in rows], "main_agent-0")
+    got, want = learner_counts(seen, pending), stored_counts(batches, "main_agent-0")
     assert set(got) == set(want)
     for b in want:
         assert got[b].tolist() == want[b].tolist(), b

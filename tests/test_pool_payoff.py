@@ -63,7 +63,8 @@ def test_decay_matches_alphastar_sequential_update():
     d = 0.99
     t = PayoffTable(decay=d)
     outcomes = [1.0, 0.0, 0.5, 1.0, 1.0, 0.0, 0.5]
-    t.record_batch(["a", "b", "a", "a", "b", "a", "b"], ["b", "a", "b", "b", "a", "b", "a"], outcomes)
+    for first, second, o in zip(["a", "b", "a", "a", "b", "a", "b"], ["b", "a", "b", "b", "a", "b", "a"], outcomes):
+        t.record(first, second, o)
     # reference: AlphaStar's Payoff._update, one result at a time, from a's side
     w = dr = l = 0.0
     for first, o in zip(["a", "b", "a", "a", "b", "a", "b"], outcomes):

@@ -1,6 +1,7 @@
-"""Result batches in the per-pair form (counts per opponent, what rollout workers send): the same
-games, counted exactly; the same league state as game by game wherever the order of games cannot
-matter, and the documented exchangeable-games answer where it can (decayed payoff, Elo)."""
+"""Result batches count games per ordered pair (per opponent, as rollout workers send them): the
+same games, counted exactly; the same league state as game by game (one game a batch) wherever the
+order of games cannot matter, and the documented exchangeable-games answer where it can (decayed
+payoff, Elo)."""
 
 import itertools
 import re
@@ -12,48 +13,66 @@ import pytest
 from actors.outbox import Outbox
 from league.config import load_config
 from league.elo import UNIFORM_RANDOM, EloTable
-from league.league import League, summarize
+from league.league import League
 from league.messages import ResultBatch
 from league.payoff import PayoffTable
-from league.store import LeagueStore, summary_rows
+from league.store import LeagueStore
 from test_store import run_and_kill
 
 
-def league_with_pool(path, decay=None, checkpoint_seconds=None):
+def league_with_pool(path, decay=None, checkpoint_seconds=None, store=True):
     overrides = [f"run.storage={path}", "roles.league_exploiter.count=1"]
     if decay is not None:
         overrides.append(f"league.payoff_decay={decay}")
     if checkpoint_seconds is not None:
         overrides.append(f"league.payoff_checkpoint_seconds={checkpoint_seconds}")
-    league = League(load_config(None, overrides), LeagueStore(path))
+    league = League(load_config(None, overrides), LeagueStore(path) if store else None)
     frozen = [league.add_snapshot("main_agent-0", b"w", step=10 * (i + 1))[0].agent_id for i in range(3)]
     return league, frozen
 
 
-def random_batch(agents, rng, n, seq=1, pairs=None):
+def random_games(agents, rng, n, pairs=None):
+    """``(a, b, score)`` of ``n`` games between distinct ``agents`` (or exactly the ``pairs`` rows)."""
     a = rng.integers(0, len(agents), n)
     b = (a + 1 + rng.integers(0, len(agents) - 1, n)) % len(agents)
     if pairs is not None:  # exactly these (a, b) rows
         a, b = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
-    return ResultBatch("w", seq, tuple(agents), a, b, rng.integers(0, 3, len(a)) / 2.0, env_steps=5 * len(a),
-                       action_counts={"main_agent-0": np.array([3.0, 4.0])})
+    return a, b, rng.integers(0, 3, len(a)) / 2.0
 
 
-def test_aggregation_keeps_every_game_and_every_count():
+def random_batch(agents, rng, n, seq=1, pairs=None):
+    a, b, score = random_games(agents, rng, n, pairs)
+    return ResultBatch.from_games("w", seq, tuple(agents), a, b, score, env_steps=5 * len(a),
+                                  action_counts={"main_agent-0": np.array([3.0, 4.0])})
+
+
+def report_game_by_game(league, agents, a, b, score, seq):
+    """The games of one batch reported one a batch, in the order the league rates a batch's rows
+    (games with a learner first, then frozen pairs); the batch's env steps and action counts come
+    with them. Returns the next free seq."""
+    learner = np.array([x in league.learners for x in agents])
+    order = np.argsort(~(learner[a] | learner[b]), kind="stable")
+    for k, g in enumerate(order.tolist()):
+        counts = {"main_agent-0": np.array([3.0, 4.0])} if k == 0 else None
+        assert league.report_results(ResultBatch.from_games("g", seq, tuple(agents), a[g:g + 1], b[g:g + 1],
+                                                            score[g:g + 1], 5, counts))
+        seq += 1
+    return seq
+
+
+def test_games_are_counted_per_pair_keeping_every_game_and_every_count():
     rng = np.random.default_rng(0)
     agents = ("main_agent-0", "x", "y", "z")
-    batch = random_batch(agents, rng, 500)
-    pairs = batch.aggregated()
-    assert pairs.per_pair and len(pairs) == len(batch) == 500
-    assert len(pairs.a) == len(set(zip(batch.a.tolist(), batch.b.tolist())))
+    a, b, score = random_games(agents, rng, 500)
+    pairs = ResultBatch.from_games("w", 1, agents, a, b, score)
+    assert len(pairs) == 500
+    assert len(pairs.a) == len(set(zip(a.tolist(), b.tolist())))
     for i, j, g, w, d, s in zip(pairs.a, pairs.b, pairs.games, pairs.wins, pairs.draws, pairs.score):
-        mine = (batch.a == i) & (batch.b == j)
-        assert (g, w, d) == (mine.sum(), (batch.score[mine] == 1).sum(), (batch.score[mine] == 0.5).sum())
-        assert s == pytest.approx(batch.score[mine].sum())
-    # the store's summary of a batch is the same rows in either form
-    key = lambda r: (r["a"], r["b"])
-    assert sorted(summary_rows(summarize(pairs)), key=key) == sorted(summary_rows(summarize(batch)), key=key)
-    assert pairs.aggregated().games.tolist() == pairs.games.tolist()  # already per pair: unchanged
+        mine = (a == i) & (b == j)
+        assert (g, w, d) == (mine.sum(), (score[mine] == 1).sum(), (score[mine] == 0.5).sum())
+        assert s == pytest.approx(score[mine].sum())
+    rows = [pairs.pair_counts()[k].tolist() for k in range(6)]
+    assert rows == [x.tolist() for x in (pairs.a, pairs.b, pairs.games, pairs.wins, pairs.draws, pairs.score)]
 
 
 @pytest.mark.parametrize("games, wins, draws, score, what", [
@@ -66,7 +85,7 @@ def test_aggregation_keeps_every_game_and_every_count():
 ])
 def test_bad_counts_are_rejected_naming_the_rule(games, wins, draws, score, what):
     with pytest.raises(ValueError, match=re.escape(what)):
-        ResultBatch.pairs("w", 1, ("a", "b"), [0], [1], games, wins, draws, score)
+        ResultBatch("w", 1, ("a", "b"), [0], [1], games, wins, draws, score)
 
 
 def test_one_game_per_pair_gives_the_league_of_game_by_game(tmp_path):
@@ -75,10 +94,13 @@ def test_one_game_per_pair_gives_the_league_of_game_by_game(tmp_path):
     two, _ = league_with_pool(tmp_path / "pairs")
     agents = ("main_agent-0", "main_exploiter-0", *frozen)
     pairs = [(i, j) for i in range(len(agents)) for j in range(i + 1, len(agents))]  # each unordered pair once
-    for seq in range(1, 4):
-        batch = random_batch(agents, rng, 0, seq, pairs=[pairs[k][::rng.choice([1, -1])]
-                                                         for k in rng.permutation(len(pairs))])
-        assert one.report_results(batch) and two.report_results(batch.aggregated())
+    seq = 1
+    for batch_seq in range(1, 4):
+        a, b, score = random_games(agents, rng, 0, pairs=[pairs[k][::rng.choice([1, -1])]
+                                                          for k in rng.permutation(len(pairs))])
+        seq = report_game_by_game(one, agents, a, b, score, seq)
+        assert two.report_results(ResultBatch.from_games("w", batch_seq, agents, a, b, score, 5 * len(a),
+                                                         {"main_agent-0": np.array([3.0, 4.0])}))
     ids = [*one.learners, *frozen]
     for x in ids:
         assert two.elo.rating(x) == pytest.approx(one.elo.rating(x), abs=1e-9)
@@ -92,14 +114,18 @@ def test_one_game_per_pair_gives_the_league_of_game_by_game(tmp_path):
 
 def test_many_games_per_pair_are_counted_exactly(tmp_path):
     rng = np.random.default_rng(2)
-    one, frozen = league_with_pool(tmp_path / "games")
+    one, frozen = league_with_pool(tmp_path / "games", store=False)
     two, _ = league_with_pool(tmp_path / "pairs")
     agents = ("main_agent-0", "main_exploiter-0", *frozen)
-    for seq in range(1, 6):
-        batch = random_batch(agents, rng, 400, seq)
-        assert one.report_results(batch) and two.report_results(batch.aggregated())
-        assert not two.report_results(batch.aggregated())  # a retry is stored once
-    assert two.store.result_count() == one.store.result_count() == 2000
+    seq = 1
+    for batch_seq in range(1, 6):
+        a, b, score = random_games(agents, rng, 400)
+        seq = report_game_by_game(one, agents, a, b, score, seq)
+        batch = ResultBatch.from_games("w", batch_seq, agents, a, b, score, 5 * len(a),
+                                       {"main_agent-0": np.array([3.0, 4.0])})
+        assert two.report_results(batch)
+        assert not two.report_results(batch)  # a retry is stored once
+    assert two.store.result_count() == 2000
     assert two.counters == one.counters and two.results_since_solve == one.results_since_solve
     for x in frozen:  # frozen pairs never decay: the meta-game's counts are exact
         for y in frozen:
@@ -120,7 +146,8 @@ def test_decayed_counts_are_the_mean_over_the_orders_of_the_games():
     for order in orders:
         t = PayoffTable(decay=0.9)
         t.set_counts("a", "b", 2.0, 1.0, 3.0)
-        t.record_batch(["a"] * 4, ["b"] * 4, order)
+        for outcome in order:
+            t.record("a", "b", outcome)
         mean += np.array(t.counts("a", "b")) / len(orders)
     t = PayoffTable(decay=0.9)
     t.set_counts("a", "b", 2.0, 1.0, 3.0)
@@ -131,7 +158,8 @@ def test_decayed_counts_are_the_mean_over_the_orders_of_the_games():
 def test_elo_of_one_game_a_pair_is_the_sequential_update():
     a, b, s = ["p", "q", "r", "p"], ["q", "r", UNIFORM_RANDOM, "r"], [1.0, 0.5, 0.0, 0.25]
     one, two = EloTable(k=24), EloTable(k=24)
-    one.update_batch(a, b, s)
+    for x, y, score in zip(a, b, s):
+        one.update(x, y, score)
     assert two.update_pairs(a, b, [1, 1, 1, 1], s) == {"p", "q", "r"}
     assert two.ratings == pytest.approx(one.ratings) and two.games == one.games
     assert two.rating(UNIFORM_RANDOM) == 1000.0
@@ -210,12 +238,12 @@ def test_elo_of_pairs_is_the_reference_arithmetic_exactly(seed):
 
 
 def test_a_staged_pair_batch_comes_back_whole(tmp_path):
-    batch = random_batch(("main_agent-0", "x", "y"), np.random.default_rng(5), 50).aggregated()
+    batch = random_batch(("main_agent-0", "x", "y"), np.random.default_rng(5), 50)
     box = Outbox(tmp_path, "w")
     box.stage(batch.seq, {})  # replaced by the batch below
     box.stage_batch(batch)
     back = box.pending_batch()
-    assert back.per_pair and len(back) == 50
+    assert len(back) == 50 and back.env_steps == batch.env_steps
     for name in ("a", "b", "games", "wins", "draws", "score"):
         assert getattr(back, name).tolist() == getattr(batch, name).tolist()
 
@@ -225,10 +253,15 @@ def test_a_workers_report_is_its_games_per_opponent():
     names = ["main_agent-0", "x", "y", "z"]  # the worker's codes; its learner may be its own opponent
     codes, scores = rng.integers(0, 4, 300), rng.integers(0, 3, 300) / 2.0
     report = ResultBatch.learner_games("w", 4, "main_agent-0", names, codes, scores, 900)
-    games = ResultBatch("w", 4, ("main_agent-0", *names), np.zeros(300, dtype=np.int64), codes + 1, scores, 900)
-    assert report.per_pair and len(report) == 300 and report.env_steps == 900
-    key = lambda r: (r["a"], r["b"])
-    assert sorted(summary_rows(summarize(report)), key=key) == sorted(summary_rows(summarize(games)), key=key)
+    games = ResultBatch.from_games("w", 4, ("main_agent-0", *names), np.zeros(300, dtype=np.int64), codes + 1, scores,
+                                   900)
+    assert len(report) == 300 and report.env_steps == 900
+
+    def rows(batch):
+        names = batch.agents
+        return sorted((names[i], names[j], g, w, d, pytest.approx(sc)) for i, j, g, w, d, sc in zip(
+            *(x.tolist() for x in batch.pair_counts())))
+    assert rows(report) == rows(games)
 
 
 def assert_same_league(got, want):
@@ -244,29 +277,27 @@ def assert_same_league(got, want):
 
 
 def test_a_restart_replays_the_batches_after_the_last_checkpoint_exactly(tmp_path):
-    """Tables are checkpointed on a timer (never, here), with every change to the pool or to payoff
-    rows, and with a batch of one row a game; a league reopened without a final checkpoint replays
-    the per-pair batches stored after the last one and is exactly the league that was in memory."""
+    """Tables are checkpointed on a timer (never, here) and with every change to the pool or to payoff
+    rows; a league reopened without a final checkpoint replays
+    the batches stored after the last one and is exactly the league that was in memory."""
     rng = np.random.default_rng(7)
     league, frozen = league_with_pool(tmp_path, checkpoint_seconds=3600)
     store = league.store
     seq = 0
 
-    def report(n, per_pair=True):
+    def report(n):
         nonlocal seq
         agents = (*league.learners, *league.pool.ids())
         for _ in range(n):
             seq += 1
-            batch = random_batch(agents, rng, 400, seq)
-            assert league.report_results(batch.aggregated() if per_pair else batch)
+            assert league.report_results(random_batch(agents, rng, 400, seq))
 
     report(3)
     assert store.tables_through() == 0  # 3 batches to replay
     assert league.record_exact_many([(frozen[0], frozen[1], 0.75)]) == 1
     assert store.tables_through() == 3
-    report(2)
-    report(1, per_pair=False)  # its order of games cannot be replayed from its summary: checkpointed
-    assert store.tables_through() == 6
+    report(3)
+    assert store.tables_through() == 3
     report(2)
     record, reset = league.add_snapshot("main_exploiter-0", b"w", step=50)  # always resets
     assert reset and store.tables_through() == 8
@@ -285,7 +316,7 @@ REPORTER = textwrap.dedent("""
     from league.config import load_config
     from league.league import League
     from league.messages import ResultBatch
-    from league.store import LeagueStore, summary_rows
+    from league.store import LeagueStore
 
     def open_league(path, store=True):
         cfg = load_config(None, [f"run.storage={path}", "roles.league_exploiter.count=1",
@@ -301,7 +332,7 @@ REPORTER = textwrap.dedent("""
         agents = (*league.learners, *league.pool.ids())
         a = rng.integers(0, len(agents), 300)
         b = (a + 1 + rng.integers(0, len(agents) - 1, 300)) % len(agents)
-        return ResultBatch(f"w", seq, agents, a, b, rng.integers(0, 3, 300) / 2.0).aggregated()
+        return ResultBatch.from_games("w", seq, agents, a, b, rng.integers(0, 3, 300) / 2.0)
 
     if __name__ == "__main__":
         league, start = open_league(sys.argv[1]), int(sys.argv[2])

@@ -1,14 +1,19 @@
+import json
 import os
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from league.messages import ResultBatch
 from league.pool import AgentRecord, AgentType
-from league.store import LeagueStore, StoreError, summary_rows
+from league.store import LeagueStore, StoreError
 
 
 def test_roundtrip_of_every_table(tmp_path):
@@ -17,9 +22,10 @@ def test_roundtrip_of_every_table(tmp_path):
         s.add_agent(rec, b"\x00weights\xff")
         s.add_agent(AgentRecord("main-v2", 2, AgentType.MAIN_AGENT, learner_id="main", parent_id="main-v1"), b"w2",
                     evicted=["main-v1"])
-        assert s.record_results("worker-0", 1, [{"a": "main", "b": "main-v2", "score": 1.0}],
+        assert s.record_results(ResultBatch.from_results("worker-0", 1, [("main", "main-v2", 1.0)], env_steps=7),
                                 [("main", "main-v2", 1.0, 0.0, 0.0)], [("main", 1010.0, 1)], {"games": 1, "env_steps": 7})
-        assert not s.record_results("worker-0", 1, [], [], [], {"games": 1})  # retried batch: stored once
+        retry = ResultBatch.from_results("worker-0", 1, [])
+        assert not s.record_results(retry, [], [], {"games": 1})  # retried batch: stored once
         s.save_nash(1.0, 3, ["main-v2"], [1.0], 0.0, 0.0, 0.001, "lp")
         s.save_learner("main", "main_agent", 5, 123, b"state", {"snapshots": 2})
         s.save_learner("main", "main_agent", 6, 124, None)  # keeps the last state blob
@@ -42,20 +48,22 @@ def test_roundtrip_of_every_table(tmp_path):
 def test_tables_through_names_the_batches_a_restart_replays(tmp_path):
     with LeagueStore(tmp_path) as s:
         assert s.tables_through() == 0
-        rows = lambda i: [{"a": "main", "b": "x", "games": i, "score": 1.0, "wins": 1, "draws": 0,  # noqa: E731
-                           "losses": i - 1}]
-        assert s.record_results("w", 1, rows(2), [("main", "x", 1.0, 0.0, 1.0)], [("main", 1001.0, 2)], {"games": 2})
+        # batch seq: seq games of main against x, one won
+        rows = lambda seq: ResultBatch("w", seq, ("main", "x"), [0], [1], [seq], [1], [0], [1.0])  # noqa: E731
+        assert s.record_results(rows(2), [("main", "x", 1.0, 0.0, 1.0)], [("main", 1001.0, 2)], {"games": 2})
         assert s.tables_through() == 1  # rows given: a checkpoint that includes batch 1
-        for seq in (2, 3):  # no rows: the tables stay as they were, and these are replayed
-            assert s.record_results("w", seq, rows(seq), None, None, {"games": seq})
-        assert s.tables_through() == 1 and [summary_rows(x) for x in s.results_after(1)] == [rows(2), rows(3)]
-        assert s.payoff_rows() == [("main", "x", 1.0, 0.0, 1.0)] and s.counters() == {"games": 7.0}
+        for seq in (3, 4):  # no rows: the tables stay as they were, and these are replayed
+            assert s.record_results(rows(seq), None, None, {"games": seq})
+        assert s.tables_through() == 1
+        assert [(x.seq, x.agents, x.games.tolist(), x.wins.tolist(), x.score.tolist()) for x in s.results_after(1)] == [
+            (3, ("main", "x"), [3], [1], [1.0]), (4, ("main", "x"), [4], [1], [1.0])]
+        assert s.payoff_rows() == [("main", "x", 1.0, 0.0, 1.0)] and s.counters() == {"games": 9.0}
         with pytest.raises(ValueError, match="both or neither"):
-            s.record_results("w", 4, rows(4), [], None, {})
+            s.record_results(rows(5), [], None, {})
         s.write_tables([("main", "x", 2.0, 0.0, 5.0)], [("main", 1002.0, 7)])
         assert s.tables_through() == 3 and list(s.results_after(3)) == []
         assert s.payoff_rows() == [("main", "x", 2.0, 0.0, 5.0)] and s.elo_rows() == [("main", 1002.0, 7)]
-        s.record_results("w", 4, rows(4), None, None, {"games": 4})
+        s.record_results(rows(5), None, None, {"games": 5})
         s._db.execute("DELETE FROM meta WHERE key = 'tables_through'")  # a file from before checkpoints
     with LeagueStore(tmp_path) as s:  # rewrote its tables with every batch: nothing to replay
         assert s.tables_through() == 4
@@ -83,15 +91,67 @@ def test_foreign_and_corrupt_files_give_clear_errors(tmp_path):
         LeagueStore(good)
 
 
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_a_version_1_store_is_upgraded_once_to_the_same_league(tmp_path):
+    """tests/data/store_v1 was written by a league of store version 1 (tests/data/write_store_v1.py):
+    batches stored as columns and as row objects (one a pair, and one a game without counts), some
+    included in the payoff and Elo checkpoint and some to be replayed. Opened now, it is upgraded
+    once, in one transaction, and the league it opens to has exactly (==) the payoff counts, Elo
+    and counters that the league of version 1 had in memory."""
+    from league.config import load_config
+    from league.league import League
+
+    expected = json.loads((DATA / "store_v1_expected.json").read_text())
+    shutil.copytree(DATA / "store_v1", tmp_path / "run")
+    raw = sqlite3.connect(tmp_path / "run" / "league.db")
+    before = raw.execute("SELECT id, source, seq, n FROM results ORDER BY id").fetchall()
+    kinds = {type(json.loads(p)).__name__ for (p,) in raw.execute("SELECT payload FROM results")}
+    raw.close()
+    assert kinds == {"dict", "list"} and len(before) == expected["batches"]
+    cfg = load_config(None, [f"run.storage={tmp_path / 'run'}"])
+    with LeagueStore(tmp_path / "run") as store:
+        assert store.get_meta("schema_version") == 2
+        assert store._query("SELECT id, source, seq, n FROM results ORDER BY id") == before
+        assert store.tables_through() == expected["tables_through"]
+        batches = list(store.results_after())
+        assert [(b.source, b.seq) for b in batches] == [(s, q) for _, s, q, _ in before]
+        assert [len(b) for b in batches] == [n for *_, n in before]
+        league = League(cfg, store)
+        assert [list(row) for row in league.payoff.pairs()] == expected["payoff"]
+        assert {a: [r, league.elo.games[a]] for a, r in league.elo.ratings.items()} == expected["elo"]
+        assert league.counters == expected["counters"]
+        upgraded = store._query("SELECT payload FROM results ORDER BY id")
+    with LeagueStore(tmp_path / "run") as store:  # once: a second open rewrites nothing
+        assert store._query("SELECT payload FROM results ORDER BY id") == upgraded
+
+
+def test_a_store_that_cannot_be_upgraded_is_left_as_it_was(tmp_path):
+    shutil.copytree(DATA / "store_v1", tmp_path / "run")
+    raw = sqlite3.connect(tmp_path / "run" / "league.db")
+    raw.execute("UPDATE results SET payload = '[{\"a\": \"x\", \"b\": \"y\", \"score\": 3.0}]' WHERE id = 4")
+    raw.commit()
+    payloads = raw.execute("SELECT payload FROM results ORDER BY id").fetchall()
+    raw.close()
+    with pytest.raises(StoreError, match="cannot be upgraded to schema version 2"):
+        LeagueStore(tmp_path / "run")
+    raw = sqlite3.connect(tmp_path / "run" / "league.db")
+    assert raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("1",)
+    assert raw.execute("SELECT payload FROM results ORDER BY id").fetchall() == payloads
+    raw.close()
+
+
 WRITER = textwrap.dedent("""
     import sys
+    from league.messages import ResultBatch
     from league.pool import AgentRecord, AgentType
     from league.store import LeagueStore
     s = LeagueStore(sys.argv[1])
     start = int(sys.argv[2])
     for i in range(start, start + 100000):
-        s.record_results("w", i, [{"i": i}] * 8, [("a", "b", float(i), 0.0, 1.0)], [("a", 1000.0 + i, i)],
-                         {"games": 8})
+        s.record_results(ResultBatch("w", i, ("a", "b"), [0], [1], [8], [0], [0], [0.0]),
+                         [("a", "b", float(i), 0.0, 1.0)], [("a", 1000.0 + i, i)], {"games": 8})
         if i % 7 == 0:
             s.add_agent(AgentRecord(f"x-v{i}", i, AgentType.MAIN_AGENT, learner_id="x"), bytes(2000))
         print(i, flush=True)

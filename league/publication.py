@@ -1,0 +1,181 @@
+"""The league's published mixture: the meta-game Nash over the frozen pool, or the evaluator's.
+
+Three states: ``meta_nash``, the latest solve of the meta-game (the zero-sum game of measured
+win rates - 1/2 between pool agents; Lanctot et al. 2017, PSRO); ``published``, the exact
+evaluator's least exploitable mixture when ``evaluator.publish`` asks for it; and ``nash``, the
+one that is published (what ``GET /nash``, Nash sampling and measurements use): ``published``
+when there is one, else ``meta_nash``. No agent with weight in ``nash`` or ``meta_nash`` is
+evicted from the pool.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from league.elo import EloTable
+from league.nash import NashSolver, meta_exploitability, nash_entropy
+from league.payoff import PayoffTable
+from league.pool import AgentPool
+from league.store import LeagueStore
+
+
+@dataclass
+class NashState:
+    ids: list[str] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)
+    entropy: float = 0.0
+    meta_exploitability: float = 0.0
+    solved_at: float = 0.0
+    pool_version: int = -1
+    solve_seconds: float = 0.0
+    method: str = ""
+
+    def support(self, eps: float = 1e-9) -> dict[str, float]:
+        return {a: w for a, w in zip(self.ids, self.weights) if w > eps}
+
+
+def solve_meta_game(solver: NashSolver, ids: list[str], matrix: np.ndarray, pool_version: int) -> NashState:
+    """The Nash of the win-rate matrix ``matrix`` over ``ids`` (as a zero-sum game,
+    win rate - 1/2). Touches only ``solver`` and its arguments, so the coordinator
+    can run it in a worker thread on a copy of the matrix."""
+    start = time.perf_counter()
+    solution = solver.solve(matrix - 0.5, ids=ids)
+    seconds = time.perf_counter() - start
+    weights = np.clip(solution.row, 0.0, None)
+    weights = weights / weights.sum()
+    return NashState(
+        ids=list(ids), weights=weights.tolist(), entropy=nash_entropy(weights),
+        meta_exploitability=float(meta_exploitability(matrix - 0.5, weights)), solved_at=time.time(),
+        pool_version=pool_version, solve_seconds=seconds, method=solution.method,
+    )
+
+
+class Publication:
+    """The meta-game Nash, the published mixture and their protection from eviction.
+
+    ``learner_roles``: learner id -> role name, for the Elo history written with each publication.
+    ``publish``: ``evaluator.publish`` (``least_exploitable``: the evaluator's mixture, once it
+    sent one, is published in place of the meta-game Nash)."""
+
+    def __init__(self, pool: AgentPool, payoff: PayoffTable, elo: EloTable, learner_roles: Mapping[str, str],
+                 publish: str = "nash", store: LeagueStore | None = None):
+        self.pool, self.payoff, self.elo, self.learner_roles = pool, payoff, elo, learner_roles
+        self.publish, self.store = publish, store
+        self.solver = NashSolver()
+        self.nash = NashState()
+        self.meta_nash = self.nash
+        self.published: NashState | None = None
+        self.results_at_solve = 0  # the intake's frozen results when meta_nash was adopted
+
+    def restore(self, store: LeagueStore) -> None:
+        """The last published mixture, protected again."""
+        latest = store.latest_nash()
+        if latest is None:
+            return
+        self.nash = NashState(**{k: latest[k] for k in ("ids", "weights", "entropy", "meta_exploitability",
+                                                       "solved_at", "pool_version", "solve_seconds", "method")})
+        self.meta_nash = self.nash
+        if self.nash.method == "least_exploitable" and self.publish == "least_exploitable":
+            self.published = self.nash  # a meta-game solve does not replace it before the next publication
+        self.pool.protect(self.nash.support())
+
+    # -- the meta-game -----------------------------------------------------------
+    def due(self, now: float, pool_version: int, frozen_results: int, every_results: int,
+            every_seconds: float) -> bool:
+        """A re-solve is due: the pool changed, or ``every_results`` frozen results came since the
+        last one, or any did and ``every_seconds`` passed."""
+        if len(self.pool) == 0:
+            return False
+        if self.meta_nash.pool_version != pool_version:
+            return True
+        since = frozen_results - self.results_at_solve
+        return since >= every_results or (since > 0 and now - self.meta_nash.solved_at >= every_seconds)
+
+    def measured_ids(self) -> list[str]:
+        """The pool agents, oldest first, each kept only if its games against
+        every agent kept before it have been measured. An unmeasured pair sits at
+        the prior 0.5, and a fresh snapshot at 0.5 against everyone would look
+        unbeatable to the Nash: the meta-game must rest on measured numbers."""
+        ids = self.pool.ids()
+        if not ids:
+            return []
+        measured = self.payoff.games_matrix(ids) > 0
+        keep: list[int] = []
+        for i in range(len(ids)):
+            if measured[i, keep].all():
+                keep.append(i)
+        return [ids[i] for i in keep]
+
+    def payoff_matrix(self) -> tuple[list[str], np.ndarray]:
+        ids = self.measured_ids()
+        return ids, self.payoff.matrix(ids) if ids else np.zeros((0, 0))
+
+    def job(self, pool_version: int) -> Callable[[], NashState] | None:
+        """A re-solve of the meta-game as it is now, to run in another thread (it touches only
+        copies); None while nothing is measured. Adopt its result with :meth:`adopt`."""
+        ids, matrix = self.payoff_matrix()
+        if not ids:
+            return None
+        return functools.partial(solve_meta_game, self.solver, ids, matrix.copy(), pool_version)
+
+    def solve(self, pool_version: int, frozen_results: int) -> NashState:
+        """Solve the meta-game over the frozen pool now and adopt it."""
+        ids, matrix = self.payoff_matrix()
+        if not ids:
+            return self.nash
+        state = solve_meta_game(self.solver, ids, matrix, pool_version)
+        self.adopt(state, frozen_results)
+        return state
+
+    def adopt(self, state: NashState, frozen_results: int) -> None:
+        """Adopt a meta-game solve (solved here or in a worker thread; ``frozen_results``: the
+        intake's count now): it is published, and persisted, unless the evaluator's least
+        exploitable mixture is."""
+        self.meta_nash = state
+        self.results_at_solve = int(frozen_results)
+        if self.published is None:
+            self._publish(state)
+        else:
+            self._protect()
+
+    def publish_least_exploitable(self, ids: Sequence[str], weights: Sequence[float], pool_version: int,
+                                  solve_seconds: float = 0.0) -> NashState:
+        """Publish the exact evaluator's least exploitable mixture of measured snapshots
+        (``evaluator.publish: least_exploitable``) in place of the meta-game Nash. Members evicted
+        since are dropped and the rest renormalised; its meta-exploitability is measured on the
+        meta-game like the Nash's (it may be above 0: the mixture is chosen against every policy
+        of the game, not only against the pool's members)."""
+        ids, w = list(ids), np.asarray(weights, dtype=np.float64)
+        if len(ids) != len(w) or not len(ids) or not np.isfinite(w).all() or (w < 0).any():
+            raise ValueError(f"a published mixture needs one finite weight >= 0 per agent, got {len(ids)} ids "
+                             f"and weights {w.tolist()[:8]}")
+        keep = np.array([a in self.pool for a in ids])
+        if not (w[keep] > 0).any():
+            raise ValueError(f"no member of the published mixture is in the pool (ids {ids[:5]})")
+        ids, w = [a for a, k in zip(ids, keep) if k], w[keep] / w[keep].sum()
+        matrix = self.payoff.matrix(ids)
+        state = NashState(ids=ids, weights=w.tolist(), entropy=nash_entropy(w),
+                          meta_exploitability=float(meta_exploitability(matrix - 0.5, w)), solved_at=time.time(),
+                          pool_version=int(pool_version), solve_seconds=float(solve_seconds),
+                          method="least_exploitable")
+        self.published = state
+        self._publish(state)
+        return state
+
+    def _protect(self) -> None:
+        """No agent with weight in the published mixture or the meta-game Nash is evicted."""
+        self.pool.protect({**self.meta_nash.support(), **self.nash.support()})
+
+    def _publish(self, state: NashState) -> None:
+        self.nash = state
+        self._protect()
+        if self.store is not None:
+            self.store.save_nash(state.solved_at, state.pool_version, state.ids, state.weights, state.entropy,
+                                 state.meta_exploitability, state.solve_seconds, state.method)
+            self.store.append_elo_history(state.solved_at, [(a, role, self.elo.rating(a))
+                                                           for a, role in self.learner_roles.items()])

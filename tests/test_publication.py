@@ -1,0 +1,90 @@
+"""league/publication.py: the meta-game Nash, the published mixture and their protection from eviction."""
+
+import numpy as np
+import pytest
+
+from league.elo import EloTable
+from league.payoff import PayoffTable
+from league.pool import AgentPool, AgentRecord, AgentType
+from league.publication import Publication
+from league.store import LeagueStore
+
+RPS = ("rock", "paper", "scissors")
+
+
+def publication(store=None, publish="nash", max_size=None):
+    pool, payoff, elo = AgentPool(max_size=max_size), PayoffTable(decay=1.0), EloTable()
+    for x in RPS:
+        pool.insert(AgentRecord(x, 1, AgentType.MAIN_AGENT))
+        payoff.add_agent(x)
+    # rock-paper-scissors as measured win rates: each beats the next with certainty
+    for a, b in (("paper", "rock"), ("scissors", "paper"), ("rock", "scissors")):
+        payoff.set_counts(a, b, 100.0, 0.0, 0.0)
+    return Publication(pool, payoff, elo, {"learner": "main_agent"}, publish, store)
+
+
+def test_the_meta_game_nash_of_rock_paper_scissors_is_uniform_and_protected(tmp_path):
+    p = publication(LeagueStore(tmp_path))
+    state = p.solve(pool_version=3, frozen_results=10)
+    assert state.ids == list(RPS) and state.weights == pytest.approx([1 / 3] * 3, abs=1e-6)
+    assert state.meta_exploitability == pytest.approx(0.0, abs=1e-6) and state.pool_version == 3
+    assert p.nash is p.meta_nash is state and p.results_at_solve == 10
+    assert p.pool.evictable() == []  # every member carries Nash weight
+    assert p.store.latest_nash()["weights"] == pytest.approx([1 / 3] * 3, abs=1e-6)
+    assert [row[1] for row in p.store.elo_history()] == ["learner"]
+
+
+def test_a_solve_is_due_when_the_pool_changed_or_results_came(tmp_path):
+    p = publication()
+    p.adopt(p.job(pool_version=1)(), frozen_results=5)
+    assert not p.due(now=p.meta_nash.solved_at + 1, pool_version=1, frozen_results=5, every_results=10,
+                     every_seconds=60)
+    assert p.due(now=p.meta_nash.solved_at + 1, pool_version=2, frozen_results=5, every_results=10, every_seconds=60)
+    assert p.due(now=p.meta_nash.solved_at + 1, pool_version=1, frozen_results=15, every_results=10, every_seconds=60)
+    assert not p.due(now=p.meta_nash.solved_at + 1, pool_version=1, frozen_results=6, every_results=10,
+                     every_seconds=60)
+    assert p.due(now=p.meta_nash.solved_at + 61, pool_version=1, frozen_results=6, every_results=10, every_seconds=60)
+    empty = Publication(AgentPool(), PayoffTable(), EloTable(), {}, "nash")
+    assert not empty.due(now=0.0, pool_version=5, frozen_results=100, every_results=1, every_seconds=0.0)
+
+
+def test_only_measured_agents_enter_the_meta_game():
+    p = publication()
+    p.pool.insert(AgentRecord("fresh", 1, AgentType.MAIN_AGENT))
+    p.payoff.add_agent("fresh")
+    p.payoff.set_counts("fresh", "rock", 1.0, 0.0, 0.0)  # not measured against paper or scissors
+    assert p.measured_ids() == list(RPS)
+    ids, matrix = p.payoff_matrix()
+    assert matrix[ids.index("paper"), ids.index("rock")] == 1.0
+
+
+def test_a_published_mixture_stays_published_over_meta_game_solves(tmp_path):
+    p = publication(LeagueStore(tmp_path), publish="least_exploitable", max_size=3)
+    state = p.publish_least_exploitable(["rock", "gone", "paper"], [0.5, 0.3, 0.2], pool_version=3)
+    assert state.ids == ["rock", "paper"] and state.weights == pytest.approx([5 / 7, 2 / 7])  # renormalised
+    # its meta-exploitability: the best pure reply's expected win rate - 1/2 against it (rows: RPS)
+    assert state.meta_exploitability == pytest.approx(max(np.array([[0, -0.5], [0.5, 0], [-0.5, 0.5]])
+                                                         @ np.array([5 / 7, 2 / 7])))
+    solved = p.solve(pool_version=3, frozen_results=1)
+    assert p.nash is state and p.meta_nash is solved  # the solve is kept, not published
+    assert p.store.latest_nash()["method"] == "least_exploitable"
+    p.pool.insert(AgentRecord("new", 1, AgentType.MAIN_AGENT))
+    # rock and paper carry weight in the published mixture, scissors in the meta-game Nash
+    assert [r.agent_id for r in p.pool.evict()] == ["new"]
+    again = publication(p.store, publish="least_exploitable")
+    again.restore(p.store)
+    assert again.published is not None and again.nash.ids == ["rock", "paper"]
+    other = publication(p.store, publish="nash")
+    other.restore(p.store)
+    assert other.published is None and other.nash.ids == ["rock", "paper"]
+
+
+@pytest.mark.parametrize("ids, weights, match", [
+    (["rock"], [0.5, 0.5], "one finite weight"), (["rock"], [np.nan], "one finite weight"),
+    (["rock"], [-1.0], "one finite weight"), (["gone"], [1.0], "no member of the published mixture"),
+])
+def test_a_bad_published_mixture_is_refused(ids, weights, match):
+    p = publication()
+    with pytest.raises(ValueError, match=match):
+        p.publish_least_exploitable(ids, weights, pool_version=1)
+    assert p.published is None
