@@ -1,0 +1,180 @@
+"""Running a league for a long time, as an operator does: an online backup resumed elsewhere,
+compaction that changes nothing a resume sees, and a full disk survived. The launcher as a
+subprocess, real Ray, SQLite on a real (small) file system."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from actors.outbox import ledgers, node_run_dir
+from league.backup import league_state, state_digest
+from league.config import load_config
+from league.league import League
+from league.retention import compact_results
+from league.store import LeagueStore
+from test_launch import ENV, ROOT, _wait_for_progress, assert_exact_accounting
+
+SMOKE = ROOT / "configs" / "smoke.yaml"
+
+
+def _launch(storage, *overrides):
+    cmd = [sys.executable, "-m", "actors.launch", "--config", str(SMOKE), f"run.storage={storage}", "serve.api=false",
+           *overrides]
+    return subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _stop(proc, lines):
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=240)
+    lines.append(out)
+    text = "".join(lines)
+    assert proc.returncode == 0, text
+    assert "stopped; the league is in" in text
+    return text
+
+
+def _restored(storage, path):
+    """The league a coordinator restores from the store at ``path`` (opened on a copy: a League
+    object writes nothing, but the copy keeps the file under test untouched)."""
+    copy = Path(f"{path}.probe")
+    shutil.copyfile(path, copy)
+    try:
+        with LeagueStore(copy, create=False) as store:
+            return league_state(League(load_config(SMOKE, [f"run.storage={storage}"]), store))
+    finally:
+        copy.unlink()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_online_backup_resumes_elsewhere_exactly_and_compaction_changes_nothing(tmp_path):
+    run, restored = tmp_path / "run", tmp_path / "restored"
+    proc = _launch(run, "run.max_minutes=5")
+    lines: list[str] = []
+    try:
+        _wait_for_progress(proc, lines)
+        time.sleep(3)  # batches after the last checkpoint too (replayed by a resume)
+        out = subprocess.run([sys.executable, "-m", "league.backup", "--storage", str(run), "--out", str(restored)],
+                             cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        info = json.loads(out.stdout.strip().splitlines()[-1])
+        assert info["out"] == str(restored / "league.db") and info["games"] > 0 and info["agents"] > 0
+        time.sleep(2)  # the league goes on meanwhile: the original moves past the copy
+        _stop(proc, lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    backup_db = restored / "league.db"
+    want = _restored(restored, backup_db)
+    with LeagueStore(run, create=False) as original:
+        assert original.result_count() > info["games"]  # the copy is the league at one earlier commit
+
+    # compaction of the copy: the same league for a resume, down to the last float
+    frozen = tmp_path / "compacted.db"
+    shutil.copyfile(backup_db, frozen)
+    with LeagueStore(frozen, create=False) as store:
+        games, batches = store.result_count(), len(store._query("SELECT 1 FROM results"))
+        got = compact_results(store)
+        assert got["batches"] > 0 and store.result_count() == games
+        assert len(store._query("SELECT 1 FROM results")) == batches - got["batches"]
+    assert _restored(restored, frozen) == want
+
+    # the launcher resumed from the copy, on another path: it starts with exactly the backed-up league
+    proc = _launch(restored, "run.max_minutes=0.5")
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    with LeagueStore(restored, create=False) as store:
+        starts = store.events("coordinator_start")
+        assert starts[-1]["state_digest"] == state_digest(want)
+        assert store.result_count() > info["games"]  # and it went on
+        assert len(store.nash_history()) > info["nash_solves"]
+        # the resumed league's own senders: every game acknowledged there is stored once
+        acked = sum(l["items"] for l in ledgers(restored) if not l["source"].startswith("learner:"))
+        assert store.result_count() - info["games"] == acked == store.counters()["games"] - want["counters"]["games"]
+
+
+def _mount_tmpfs(path: Path, size: str) -> None:
+    path.mkdir()
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True,
+                       capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"cannot mount a small tmpfs to fill (needs root or CAP_SYS_ADMIN): {exc}")
+
+
+def _fill(path: Path) -> int:
+    """Write a ballast file until the file system is full; returns its size."""
+    chunk = b"\0" * (1 << 16)
+    with open(path, "wb") as f:
+        try:
+            while True:
+                f.write(chunk)
+                f.flush()
+        except OSError:
+            pass
+    return path.stat().st_size
+
+
+def _coordinator_logs(storage) -> str:
+    session = Path((node_run_dir(storage) / "ray_session").read_text().strip())
+    text = []
+    for p in (session / "logs").glob("*"):
+        if p.is_file() and p.suffix in (".err", ".out", ".log"):
+            try:
+                text.append(p.read_text(errors="replace"))
+            except OSError:
+                continue
+    return "\n".join(text)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_full_disk_stops_acknowledgements_loses_nothing_and_the_league_goes_on(tmp_path):
+    disk = tmp_path / "disk"
+    _mount_tmpfs(disk, "48m")
+    storage = disk / "run"
+    proc = _launch(storage, "run.max_minutes=5", "run.progress_every_seconds=2")
+    lines: list[str] = []
+    try:
+        _wait_for_progress(proc, lines)
+        ballast = disk / "ballast"
+        _fill(ballast)
+        # the store's next writes fail: the coordinator says so and acknowledges nothing more
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            lines.append(line)
+            if "STORE DISK FULL" in line:
+                break
+        assert "STORE DISK FULL" in lines[-1], "".join(lines[-20:])
+        assert "STORE DISK FULL" in _coordinator_logs(storage)
+        with LeagueStore(storage, create=False) as store:
+            games_full = store.result_count()
+        for _ in range(3):  # three progress lines: still full, nothing stored, nothing crashed
+            lines.append(proc.stdout.readline())
+        assert proc.poll() is None
+        with LeagueStore(storage, create=False) as store:
+            assert store.result_count() == games_full
+        ballast.unlink()  # space returns: the league goes on by itself
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            with LeagueStore(storage, create=False) as store:
+                if store.result_count() > games_full:
+                    break
+            time.sleep(1)
+        assert "store disk has space again" in _coordinator_logs(storage)
+        _stop(proc, lines)
+        with LeagueStore(storage, create=False) as store:
+            assert store.result_count() > games_full
+            assert_exact_accounting(store, storage)  # acknowledged == stored, exactly; every snapshot loads
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=30)
