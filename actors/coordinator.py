@@ -84,7 +84,9 @@ class LeagueCoordinatorImpl:
         self.metrics = LeagueMetrics()
         self._disk_full = False  # the store's last write failed for want of space (see _refuse)
         self._full_since = 0.0
+        self._refused = 0
         self.metrics.set("store_disk_full", 0.0)
+        self.metrics.set("store_refused_writes", 0.0)
         try:
             # the digest of what was restored: a resume (from a backup too) can be checked against its store
             self.store.add_event("coordinator_start", {"pool_size": self.league.pool_size(),
@@ -148,7 +150,8 @@ class LeagueCoordinatorImpl:
                     done = await asyncio.get_running_loop().run_in_executor(
                         self._writer, lambda: apply(self.store, self.cfg.league.history_retention_hours,
                                                     self.cfg.league.snapshot_archive))
-                self.metrics.inc("store_compacted_batches", done["compacted"]["batches"])
+                if done["compacted"]["batches"] or any(done["pruned"].values()):
+                    log.info("store retention: %s", done)
             except Exception:  # retention must never take the coordinator down
                 log.exception("store retention pass failed")
 
@@ -156,7 +159,8 @@ class LeagueCoordinatorImpl:
     def _refuse(self, what: str, exc: BaseException) -> None:
         """A write failed for want of space: from now on nothing is acknowledged (callers wait; their
         outboxes keep what they sent) until ``_await_space`` sees a write succeed again."""
-        self.metrics.inc("store_refused_writes")
+        self._refused += 1
+        self.metrics.set("store_refused_writes", float(self._refused))
         if not self._disk_full:
             self._disk_full, self._full_since = True, time.time()
             self.metrics.set("store_disk_full", 1.0)
@@ -338,6 +342,8 @@ class LeagueCoordinatorImpl:
     def _export_state(self) -> None:
         """Gauges that describe the league now (after a Nash solve or a snapshot)."""
         m, status = self.metrics, self.league.status()
+        m.set("store_bytes", float(sum(p.stat().st_size for p in self.store.path.parent.glob(self.store.path.name + "*")
+                                       if p.is_file())))
         for role, n in status["pool_by_role"].items():
             m.set("pool_size", n, role=role)
         nash = self.league.nash_view()

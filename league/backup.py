@@ -29,13 +29,14 @@ from league.store import DB_NAME, LeagueStore, StoreError, db_path
 
 
 def backup(storage: str | os.PathLike, out: str | os.PathLike) -> dict[str, Any]:
-    """Copy the store of ``storage`` (a run folder or its ``league.db``) to ``out`` (a file, or a
-    folder that gets ``league.db``), consistently while the league runs. Returns what was copied."""
+    """Copy the store of ``storage`` (a run folder or its ``league.db``) to ``out`` (a file when it
+    ends in ``.db``, else a folder that gets ``league.db``), consistently while the league runs.
+    Returns what was copied."""
     src_path = db_path(storage)
     if not src_path.is_file():
         raise StoreError(f"no league store at {src_path}")
     out = Path(out)
-    dst_path = out / DB_NAME if out.is_dir() or (not out.suffix and not out.exists()) else out
+    dst_path = out if out.suffix == ".db" else out / DB_NAME
     if dst_path.resolve() == src_path.resolve():
         raise ValueError(f"--out {out} is the store itself")
     dst_path.parent.mkdir(parents=True, exist_ok=True)
@@ -89,7 +90,8 @@ def state_digest(state: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m league.backup", description=__doc__.split("\n\n")[0])
     parser.add_argument("--storage", required=True, help="the run's storage folder (or its league.db)")
-    parser.add_argument("--out", required=True, help="the copy: a file, or a folder that gets league.db")
+    parser.add_argument("--out", required=True,
+                        help="the copy: a file ending in .db, or a folder that gets league.db (a run folder to resume)")
     args = parser.parse_args(argv)
     try:
         info = backup(args.storage, args.out)

@@ -59,10 +59,9 @@ class LeagueMetrics:
             "diversity": Gauge("league_diversity_score", "Mean pairwise cosine distance of behaviour embeddings"),
             "store_disk_full": Gauge("league_store_disk_full",
                                      "1 while the store's disk is full: nothing is acknowledged until space returns"),
-            "store_refused_writes": Counter("league_store_refused_writes",
-                                            "Store writes that failed for want of disk space (each retry counts)"),
-            "store_compacted_batches": Counter("league_store_compacted_batches",
-                                               "Result batches deleted from the store by retention passes"),
+            "store_refused_writes": Gauge("league_store_refused_writes", "Store writes that failed for want of disk "
+                                          "space since the coordinator started (each retry counts)"),
+            "store_bytes": Gauge("league_store_bytes", "Size of the league's store on disk (league.db and its WAL)"),
             "request_seconds": Histogram("league_coordinator_request_seconds", "Coordinator request latency",
                                          LATENCY_BUCKETS, ("method",)),
             "nash_solve_seconds": Histogram("league_nash_solve_seconds", "Time to re-solve the Nash", LATENCY_BUCKETS),
