@@ -87,7 +87,7 @@ def test_online_backup_resumes_elsewhere_exactly_and_compaction_changes_nothing(
     assert _restored(restored, frozen) == want
 
     # the launcher resumed from the copy, on another path: it starts with exactly the backed-up league
-    proc = _launch(restored, "run.max_minutes=0.5")
+    proc = _launch(restored, "run.max_minutes=0.25")
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
     with LeagueStore(restored, create=False) as store:
@@ -110,15 +110,18 @@ def _mount_tmpfs(path: Path, size: str) -> None:
 
 
 def _fill(path: Path) -> int:
-    """Write a ballast file until the file system is full; returns its size."""
-    chunk = b"\0" * (1 << 16)
-    with open(path, "wb") as f:
-        try:
-            while True:
-                f.write(chunk)
-                f.flush()
-        except OSError:
-            pass
+    """Write a ballast file until the file system has not one byte left; returns its size."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        for size in (1 << 20, 1 << 16, 1 << 12, 1):  # smaller and smaller: the last partial page too
+            chunk = b"\0" * size
+            try:
+                while True:
+                    os.write(fd, chunk)
+            except OSError:
+                continue
+    finally:
+        os.close(fd)
     return path.stat().st_size
 
 
