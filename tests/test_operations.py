@@ -40,6 +40,36 @@ def _stop(proc, lines):
     return text
 
 
+def _ray_rotation(launcher_pid: int) -> tuple[set[str], set[str]]:
+    """The log rotation flags Ray's processes of a launcher were started with (raylet, agents, log
+    monitor, the worker command), and the rotation settings in its actors' environments."""
+    import re
+
+    from bench.soak import descendants
+
+    flags, envs = set(), set()
+    for pid in descendants(launcher_pid):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        flags |= set(re.findall(r"--logging-rotate-[a-z-]+=\d+", cmd))
+        if cmd.startswith("ray::"):
+            envs |= {e.decode() for e in env if e.startswith(b"RAY_ROTATION_")}
+    return flags, envs
+
+
+def test_the_launcher_bounds_ray_logs_unless_the_user_did(monkeypatch):
+    from actors.launch import RAY_LOG_BACKUPS, RAY_LOG_MAX_BYTES, bound_ray_logs
+
+    monkeypatch.delenv("RAY_ROTATION_MAX_BYTES", raising=False)
+    monkeypatch.setenv("RAY_ROTATION_BACKUP_COUNT", "9")
+    bound_ray_logs()
+    assert os.environ["RAY_ROTATION_MAX_BYTES"] == str(RAY_LOG_MAX_BYTES) == str(64 * 2**20)
+    assert os.environ["RAY_ROTATION_BACKUP_COUNT"] == "9" != str(RAY_LOG_BACKUPS)
+
+
 def _restored(storage, path):
     """The league a coordinator restores from the store at ``path`` (opened on a copy: a League
     object writes nothing, but the copy keeps the file under test untouched)."""
@@ -65,6 +95,11 @@ def test_online_backup_resumes_elsewhere_exactly_and_compaction_changes_nothing(
                              cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         info = json.loads(out.stdout.strip().splitlines()[-1])
+        # Ray's logs rotate: the raylet got the launcher's bound, every actor the variable that turns
+        # rotation of its .out/.err on (Ray 2.60 rotates those only when it is set)
+        flags, envs = _ray_rotation(proc.pid)
+        assert flags == {"--logging-rotate-bytes=67108864", "--logging-rotate-backup-count=3"}, flags
+        assert envs == {"RAY_ROTATION_MAX_BYTES=67108864", "RAY_ROTATION_BACKUP_COUNT=3"}, envs
         assert info["out"] == str(restored / "league.db") and info["games"] > 0 and info["agents"] > 0
         time.sleep(2)  # the league goes on meanwhile: the original moves past the copy
         _stop(proc, lines)
