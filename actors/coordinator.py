@@ -149,8 +149,9 @@ class LeagueCoordinatorImpl:
                 async with self._store_order:
                     done = await asyncio.get_running_loop().run_in_executor(
                         self._writer, lambda: apply(self.store, self.cfg.league.history_retention_hours,
-                                                    self.cfg.league.snapshot_archive))
-                if done["compacted"]["batches"] or any(done["pruned"].values()):
+                                                    self.cfg.league.snapshot_archive,
+                                                    self.cfg.league.history_thin_seconds))
+                if done["compacted"]["batches"] or any(done["pruned"].values()) or any(done["thinned"].values()):
                     log.info("store retention: %s", done)
             except Exception:  # retention must never take the coordinator down
                 log.exception("store retention pass failed")

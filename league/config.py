@@ -160,6 +160,9 @@ class LeagueConfig:
     # (the newest Nash and the newest measurement of each kind are always kept); 0: kept for ever. A
     # week by default: a resume needs none of it, the report draws its curves from it
     history_retention_hours: float = 168.0
+    # Nash solves (each the whole pool's weights) and Elo history older than an hour are thinned to
+    # one per this many seconds with each pass; 0: every solve is kept
+    history_thin_seconds: float = 300.0
     # a folder where every snapshot's weights are also written when it enters the pool (the store
     # drops an evicted agent's weights); unset: evicted weights are gone
     snapshot_archive: str | None = None
@@ -344,6 +347,7 @@ class Config:
         _nonneg("league.payoff_checkpoint_seconds", self.league.payoff_checkpoint_seconds)
         _nonneg("league.compact_every_seconds", self.league.compact_every_seconds)
         _nonneg("league.history_retention_hours", self.league.history_retention_hours)
+        _nonneg("league.history_thin_seconds", self.league.history_thin_seconds)
         if self.league.snapshot_archive is not None and not isinstance(self.league.snapshot_archive, str):
             raise ConfigError("league.snapshot_archive", f"must be a folder path, got {self.league.snapshot_archive!r}")
         if not self.policy.hidden or any(h < 1 for h in self.policy.hidden):

@@ -10,8 +10,9 @@ What grows without bound in ``league.db`` and what a resume needs of it:
   ``result_count`` still counts every stored game) and its count to ``compacted_batches``.
 * the Nash history (``nash``), Elo history, measurements and events: a resume needs the latest
   Nash (the published mixture) and the latest measurement of each kind; the rest is the run's
-  record (the report's curves). They are kept for ``league.history_retention_hours`` (0: kept
-  for ever); the newest Nash and the newest measurement of each kind always are.
+  record (the report's curves). Solves older than an hour are thinned to one per
+  ``league.history_thin_seconds``, and all of it is kept for ``league.history_retention_hours``
+  (0: kept for ever); the newest Nash and the newest measurement of each kind always are.
 * snapshot weights of evicted agents: removed with the eviction (``LeagueStore.add_agent``); the
   agent's row stays (the pool's version counts it). ``--archive DIR`` (``league.snapshot_archive``)
   first writes the weights of every stored snapshot to ``DIR/AGENT.pt`` so an eviction loses none.
@@ -51,6 +52,31 @@ def compact_results(store: LeagueStore) -> dict[str, int]:
             row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(int(n) + (json.loads(row[0]) if row else 0))))
     return {"batches": int(batches), "games": int(games)}
+
+
+# Nash solves and Elo history younger than this are kept as they are; older ones are thinned
+RECENT_HISTORY_SECONDS = 3600.0
+
+
+def thin_history(store: LeagueStore, every_seconds: float, now: float | None = None) -> dict[str, int]:
+    """Keep one Nash solve (the last) per ``every_seconds`` among those older than an hour, with the
+    Elo history of the publications kept; the newest Nash always stays. A solve stores the
+    weights of the whole pool (40 KB with a full pool of 1000), every ``league.nash_every_seconds``:
+    unthinned, that history is the store's largest steady growth. Returns rows removed per table."""
+    if every_seconds <= 0:
+        return {}
+    cutoff = (time.time() if now is None else now) - RECENT_HISTORY_SECONDS
+    out = {}
+    with store.transaction() as db:
+        out["nash"] = db.execute(
+            "DELETE FROM nash WHERE solved_at < :cut AND id < (SELECT max(id) FROM nash) AND id NOT IN "
+            "(SELECT max(id) FROM nash WHERE solved_at < :cut GROUP BY CAST(solved_at / :every AS INTEGER))",
+            {"cut": cutoff, "every": float(every_seconds)}).rowcount
+        out["elo_history"] = db.execute(
+            "DELETE FROM elo_history WHERE time < :cut AND time NOT IN "
+            "(SELECT max(time) FROM elo_history WHERE time < :cut GROUP BY CAST(time / :every AS INTEGER))",
+            {"cut": cutoff, "every": float(every_seconds)}).rowcount
+    return out
 
 
 def prune_history(store: LeagueStore, keep_seconds: float, now: float | None = None) -> dict[str, int]:
@@ -117,12 +143,14 @@ def table_bytes(storage: str | os.PathLike) -> dict[str, int]:
     return dict(rows)
 
 
-def apply(store: LeagueStore, history_retention_hours: float = 0.0, archive: str | None = None) -> dict[str, Any]:
+def apply(store: LeagueStore, history_retention_hours: float = 0.0, archive: str | None = None,
+          history_thin_seconds: float = 0.0) -> dict[str, Any]:
     """One retention pass (what the coordinator runs every ``league.compact_every_seconds``)."""
     out: dict[str, Any] = {}
     if archive:
         out["archived"] = archive_snapshots(store, archive)
     out["compacted"] = compact_results(store)
+    out["thinned"] = thin_history(store, history_thin_seconds)
     out["pruned"] = prune_history(store, history_retention_hours * 3600.0)
     return out
 
@@ -132,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage", required=True, help="the run's storage folder (or its league.db)")
     parser.add_argument("--history-hours", type=float, default=0.0,
                         help="also delete Nash/Elo history, measurements and events older than this (0: keep)")
+    parser.add_argument("--thin-seconds", type=float, default=0.0,
+                        help="keep one Nash solve per this many seconds among those older than an hour (0: all)")
     parser.add_argument("--archive", default=None, help="write snapshot weights to this folder first")
     parser.add_argument("--vacuum", action="store_true",
                         help="rewrite the file to give freed space back (stop the league first)")
@@ -139,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with LeagueStore(args.storage, create=False) as store:
             before = store.path.stat().st_size
-            out = apply(store, args.history_hours, args.archive)
+            out = apply(store, args.history_hours, args.archive, args.thin_seconds)
             if args.vacuum:
                 with store._lock:
                     store._db.execute("VACUUM")

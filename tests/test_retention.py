@@ -115,3 +115,29 @@ def test_backup_of_an_open_store_is_that_store(tmp_path):
     with pytest.raises(Exception, match="not a readable|not a database"):
         backup(tmp_path / "bad.db", tmp_path / "out.db")
     assert not (tmp_path / "out.db").exists()
+
+
+def test_old_nash_history_is_thinned_to_one_solve_per_interval(tmp_path):
+    from league.retention import thin_history
+
+    league, frozen = league_with_pool(tmp_path)
+    store = league.store
+    for _ in range(6):
+        league.solve_nash()
+    now = max(n["solved_at"] for n in store.nash_history()) + 1.0
+    with store.transaction() as db:  # six solves a minute apart, hours old, then one now
+        for i, (row_id,) in enumerate(db.execute("SELECT id FROM nash ORDER BY id").fetchall()):
+            when = 7200.0 * (1 + (i >= 3)) + 60.0 * i  # ids 0-2 in one 20-minute bucket, 3-5 in another
+            db.execute("UPDATE nash SET solved_at = ? WHERE id = ?", (now - 20000 + when, row_id))
+    league.solve_nash()
+    before = store.nash_history()
+    removed = thin_history(store, 1200.0, now=now + 10)
+    after = store.nash_history()
+    buckets = {int(n["solved_at"] // 1200) for n in before[:-1]}
+    assert removed["nash"] == len(before) - len(after) == len(before) - 1 - len(buckets)
+    assert after[-1] == before[-1]  # the newest: what a resume restores
+    assert {int(n["solved_at"] // 1200) for n in after[:-1]} == buckets  # one per bucket, the last of each
+    for n in after[:-1]:
+        assert n["solved_at"] == max(m["solved_at"] for m in before[:-1] if int(m["solved_at"] // 1200)
+                                     == int(n["solved_at"] // 1200))
+    assert thin_history(store, 0) == {}
