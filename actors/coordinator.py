@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from league.backup import league_state, state_digest
+from league.backup import state_digest
 from league.config import Config
 from league.league import League
 from league.matchmaking import MatchPlan
@@ -90,7 +90,7 @@ class LeagueCoordinatorImpl:
         try:
             # the digest of what was restored: a resume (from a backup too) can be checked against its store
             self.store.add_event("coordinator_start", {"pool_size": self.league.pool_size(),
-                                                       "state_digest": state_digest(league_state(self.league))})
+                                                       "state_digest": state_digest(self.league)})
         except sqlite3.OperationalError as exc:  # a start on a full disk: serve, acknowledge nothing until space
             if not disk_full(exc):
                 raise

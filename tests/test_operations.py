@@ -77,7 +77,8 @@ def _restored(storage, path):
     shutil.copyfile(path, copy)
     try:
         with LeagueStore(copy, create=False) as store:
-            return league_state(League(load_config(SMOKE, [f"run.storage={storage}"]), store))
+            league = League(load_config(SMOKE, [f"run.storage={storage}"]), store)
+            return league_state(league), state_digest(league)
     finally:
         copy.unlink()
 
@@ -107,7 +108,7 @@ def test_online_backup_resumes_elsewhere_exactly_and_compaction_changes_nothing(
         if proc.poll() is None:
             proc.kill()
     backup_db = restored / "league.db"
-    want = _restored(restored, backup_db)
+    want, digest = _restored(restored, backup_db)
     with LeagueStore(run, create=False) as original:
         assert original.result_count() > info["games"]  # the copy is the league at one earlier commit
 
@@ -119,7 +120,7 @@ def test_online_backup_resumes_elsewhere_exactly_and_compaction_changes_nothing(
         got = compact_results(store)
         assert got["batches"] > 0 and store.result_count() == games
         assert len(store._query("SELECT 1 FROM results")) == batches - got["batches"]
-    assert _restored(restored, frozen) == want
+    assert _restored(restored, frozen) == (want, digest)
 
     # the launcher resumed from the copy, on another path: it starts with exactly the backed-up league
     proc = _launch(restored, "run.max_minutes=0.25")
@@ -127,7 +128,7 @@ def test_online_backup_resumes_elsewhere_exactly_and_compaction_changes_nothing(
     assert proc.returncode == 0, out
     with LeagueStore(restored, create=False) as store:
         starts = store.events("coordinator_start")
-        assert starts[-1]["state_digest"] == state_digest(want)
+        assert starts[-1]["state_digest"] == digest
         assert store.result_count() > info["games"]  # and it went on
         assert len(store.nash_history()) > info["nash_solves"]
         # the resumed league's own senders: every game acknowledged there is stored once

@@ -7,7 +7,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from league.backup import backup, league_state
+from league.backup import backup, league_state, state_digest
 from league.league import League
 from league.retention import apply, archive_snapshots, compact_results, main as retention_main, prune_history
 from league.store import LeagueStore
@@ -48,6 +48,7 @@ def test_compaction_then_resume_gives_the_same_league_and_retries_stay_repeats(t
     resumed = League(league.cfg, LeagueStore(tmp_path))
     assert_same_league(resumed, league)
     assert league_state(resumed) == league_state(league)  # pool, payoff, Elo, published Nash, counters
+    assert state_digest(resumed) == state_digest(league)
     # a sender re-sends only its one staged batch, its newest: still a repeat after compaction
     agents = (*league.learners, *league.pool.ids())
     retry = random_batch(agents, rng, 10, seqs["evaluator:0"]).aggregated()
@@ -55,6 +56,11 @@ def test_compaction_then_resume_gives_the_same_league_and_retries_stay_repeats(t
                               retry.draws, retry.score)
     assert not resumed.report_results(retry)
     assert resumed.store.result_count() == games
+    assert state_digest(resumed) == state_digest(league)
+    retry = type(retry).pairs("evaluator:0", retry.seq + 1, retry.agents, retry.a, retry.b, retry.games, retry.wins,
+                              retry.draws, retry.score)
+    assert resumed.report_results(retry)  # a new batch: the payoff moves, and the digest with it
+    assert state_digest(resumed) != state_digest(league)
 
 
 def test_history_pruning_keeps_the_published_mixture_and_the_latest_measurements(tmp_path):
