@@ -179,7 +179,8 @@ def test_a_full_disk_stops_acknowledgements_loses_nothing_and_the_league_goes_on
     disk = tmp_path / "disk"
     _mount_tmpfs(disk, "48m")
     storage = disk / "run"
-    proc = _launch(storage, "run.max_minutes=5", "run.progress_every_seconds=2")
+    # retention every 5 s: compaction runs beside the full disk, and the count below spans it
+    proc = _launch(storage, "run.max_minutes=5", "run.progress_every_seconds=2", "league.compact_every_seconds=5")
     lines: list[str] = []
     try:
         _wait_for_progress(proc, lines)
@@ -212,6 +213,7 @@ def test_a_full_disk_stops_acknowledgements_loses_nothing_and_the_league_goes_on
         _stop(proc, lines)
         with LeagueStore(storage, create=False) as store:
             assert store.result_count() > games_full
+            assert store.get_meta("compacted_batches", 0) > 0
             assert_exact_accounting(store, storage)  # acknowledged == stored, exactly; every snapshot loads
     finally:
         if proc.poll() is None:
