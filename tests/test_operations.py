@@ -71,8 +71,8 @@ def test_the_launcher_bounds_ray_logs_unless_the_user_did(monkeypatch):
 
 
 def _restored(storage, path):
-    """The league a coordinator restores from the store at ``path`` (opened on a copy: a League
-    object writes nothing, but the copy keeps the file under test untouched)."""
+    """The league a coordinator restores from the store at ``path``, and its digest (read from a
+    copy, so that the file under test stays byte for byte as it was)."""
     copy = Path(f"{path}.probe")
     shutil.copyfile(path, copy)
     try:
