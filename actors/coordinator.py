@@ -11,7 +11,9 @@ the actor down.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 import ray
 
+from league.backup import state_digest
 from league.config import Config
 from league.league import League
 from league.matchmaking import MatchPlan
@@ -49,6 +52,17 @@ def timed(fn):
 # rows (pairs) of result batches applied and committed as one group at most (a batch is never split)
 GROUP_ROWS = 8192
 
+# while the store's disk is full: how often a tiny write checks whether space came back
+SPACE_PROBE_SECONDS = 2.0
+
+
+def disk_full(exc: BaseException) -> bool:
+    """SQLite's "database or disk is full" (SQLITE_FULL), or ENOSPC / EDQUOT from the file system."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return "full" in str(exc).lower()
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 # measurement kinds the coordinator shows beside meta-exploitability (GET /status, /nash, metrics)
 QUALITY_KINDS = {"nash_conv": "nash_conv", "meta_nash_conv": "meta_nash_conv", "probe": "probe_br_return"}
 
@@ -67,7 +81,20 @@ class LeagueCoordinatorImpl:
         self.league = League(cfg, self.store)
         if self.league.pool_size() == 0:
             self._seed_pool(cfg.league.seed_snapshots)
-        self.store.add_event("coordinator_start", {"pool_size": self.league.pool_size()})
+        self.metrics = LeagueMetrics()
+        self._disk_full = False  # the store's last write failed for want of space (see _refuse)
+        self._full_since = 0.0
+        self._refused = 0
+        self.metrics.set("store_disk_full", 0.0)
+        self.metrics.set("store_refused_writes", 0.0)
+        try:
+            # the digest of what was restored: a resume (from a backup too) can be checked against its store
+            self.store.add_event("coordinator_start", {"pool_size": self.league.pool_size(),
+                                                       "state_digest": state_digest(self.league)})
+        except sqlite3.OperationalError as exc:  # a start on a full disk: serve, acknowledge nothing until space
+            if not disk_full(exc):
+                raise
+            self._refuse("the start event", exc)
         self.started = time.time()
         self._solving = False
         self._stopped = False
@@ -79,7 +106,7 @@ class LeagueCoordinatorImpl:
         # (snapshots that reset a learner, exact payoffs) reach the store in the order they happened
         self._store_order = asyncio.Lock()
         self._league_changed = asyncio.Event()  # set (and replaced) when the pool or the Nash changes
-        self.metrics = LeagueMetrics()
+        self._retention_task = None
         self._weighted: set[str] = set()
         self._export_state()
         self._export_quality()
@@ -98,7 +125,7 @@ class LeagueCoordinatorImpl:
         while not self._stopped:
             await asyncio.sleep(0.25)
             try:
-                if not self._solving and self.league.nash_due(time.time()):
+                if not self._solving and not self._disk_full and self.league.nash_due(time.time()):
                     await self.solve_nash()
             except Exception:  # the loop must outlive any one bad solve
                 log.exception("Nash re-solve failed")
@@ -106,6 +133,80 @@ class LeagueCoordinatorImpl:
     def _ensure_loop(self) -> None:
         if self._loop_task is None:
             self._loop_task = asyncio.get_running_loop().create_task(self._nash_loop())
+        if self._retention_task is None and self.cfg.league.compact_every_seconds > 0:
+            self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop())
+
+    async def _retention_loop(self) -> None:
+        """Keep the store bounded (``league.retention``): compact the result batches the payoff
+        checkpoint includes and prune history older than ``league.history_retention_hours``."""
+        from league.retention import apply
+
+        while not self._stopped:
+            await asyncio.sleep(self.cfg.league.compact_every_seconds)
+            if self._disk_full:
+                continue  # deleting needs room in the WAL too; the probe finds when space returns
+            try:
+                async with self._store_order:
+                    done = await asyncio.get_running_loop().run_in_executor(
+                        self._writer, lambda: apply(self.store, self.cfg.league.history_retention_hours,
+                                                    self.cfg.league.snapshot_archive,
+                                                    self.cfg.league.history_thin_seconds))
+                if done["compacted"]["batches"] or any(done["pruned"].values()) or any(done["thinned"].values()):
+                    log.info("store retention: %s", done)
+            except Exception:  # retention must never take the coordinator down
+                log.exception("store retention pass failed")
+
+    # -- a full disk ---------------------------------------------------------------
+    def _refuse(self, what: str, exc: BaseException) -> None:
+        """A write failed for want of space: from now on nothing is acknowledged (callers wait; their
+        outboxes keep what they sent) until ``_await_space`` sees a write succeed again."""
+        self._refused += 1
+        self.metrics.set("store_refused_writes", float(self._refused))
+        if not self._disk_full:
+            self._disk_full, self._full_since = True, time.time()
+            self.metrics.set("store_disk_full", 1.0)
+            log.error("STORE DISK FULL: writing %s to %s failed (%s). Results and snapshots are not acknowledged "
+                      "until space returns (senders keep them in their outboxes and wait); free space on that "
+                      "file system and the league goes on by itself.", what, self.store.path, exc)
+
+    def _rebuild(self) -> None:
+        """The league in memory had applied a change the store refused: rebuild it from the store
+        (as a restart does), so that memory holds exactly what was acknowledged."""
+        self.league = League(self.cfg, self.store)
+        self._wake_plans()
+
+    def _probe_space(self) -> None:
+        self.store.set_meta("space_probe", time.time())
+
+    async def _await_space(self) -> None:
+        """Return at once unless the disk is full; then when a small write succeeds again."""
+        while self._disk_full:
+            await asyncio.sleep(SPACE_PROBE_SECONDS)
+            if not self._disk_full:
+                break
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._writer, self._probe_space)
+            except Exception as exc:
+                if not disk_full(exc):
+                    log.exception("store probe failed")
+                continue
+            log.warning("store disk has space again after %.0f s: acknowledging again", time.time() - self._full_since)
+            self._disk_full = False
+            self.metrics.set("store_disk_full", 0.0)
+
+    async def _durable(self, what: str, write, rebuild: bool = False):
+        """``write()`` (a store change), retried until the disk has room; ``rebuild``: ``write``
+        changes the league in memory before the store, which a refused write must undo."""
+        while True:
+            await self._await_space()
+            try:
+                return write()
+            except Exception as exc:
+                if not disk_full(exc):
+                    raise
+                self._refuse(what, exc)
+                if rebuild:
+                    self._rebuild()
 
     async def solve_nash(self) -> NashView:
         """Re-solve the Nash over the frozen pool now (off the event loop)."""
@@ -196,7 +297,17 @@ class LeagueCoordinatorImpl:
                     # the transaction and its fsync in the writer thread: the event loop serves other
                     # requests meanwhile; the group's callers hear back only after the commit
                     await loop.run_in_executor(self._writer, write)
-            except Exception as exc:  # e.g. the disk: every caller of the group hears it, nothing was acked
+            except Exception as exc:
+                if disk_full(exc):
+                    # nothing of the group is stored: undo it in memory, keep it first in line, and
+                    # answer no one until the disk has room again (each sender waits with its outbox)
+                    self._refuse(f"{len(group)} result batches", exc)
+                    async with self._store_order:
+                        self._rebuild()
+                    self._ingest[:0] = group
+                    await self._await_space()
+                    continue
+                # any other failure: every caller of the group hears it, nothing was acked
                 log.exception("committing %d result batches failed", len(group))
                 for _, done in group:
                     if not done.done():
@@ -229,6 +340,8 @@ class LeagueCoordinatorImpl:
     def _export_state(self) -> None:
         """Gauges that describe the league now (after a Nash solve or a snapshot)."""
         m, status = self.metrics, self.league.status()
+        m.set("store_bytes", float(sum(p.stat().st_size for p in self.store.path.parent.glob(self.store.path.name + "*")
+                                       if p.is_file())))
         for role, n in status["pool_by_role"].items():
             m.set("pool_size", n, role=role)
         nash = self.league.nash_view()
@@ -264,13 +377,30 @@ class LeagueCoordinatorImpl:
                            request: int | None = None) -> SnapshotReply:
         """Freeze a learner's weights into the pool. ``request``: the learner's number for this
         snapshot; a repeat (the learner restarted before it saw the reply) gets the first reply."""
-        async with self._store_order:
-            known = self.league.snapshot_for_request(learner_id, request) if request is not None else None
-            if known is not None:
-                reset = bool(known.metadata.get("reset"))
-                return SnapshotReply(known.agent_id, reset, known.metadata.get("reset_to") if reset else None)
-            record, reset = self.league.add_snapshot(learner_id, blob, step, metadata, request=request)
+        while True:
+            await self._await_space()
+            async with self._store_order:
+                known = self.league.snapshot_for_request(learner_id, request) if request is not None else None
+                if known is not None:
+                    reset = bool(known.metadata.get("reset"))
+                    return SnapshotReply(known.agent_id, reset, known.metadata.get("reset_to") if reset else None)
+                try:
+                    record, reset = self.league.add_snapshot(learner_id, blob, step, metadata, request=request)
+                    break
+                except Exception as exc:
+                    if not disk_full(exc):
+                        raise
+                    self._refuse(f"snapshot of {learner_id}", exc)
+                    self._rebuild()  # the snapshot may be stored (a repeat then finds it) or not at all
         self._wake_plans()
+        if self.cfg.league.snapshot_archive:
+            from league.retention import archive_blob
+
+            try:
+                archive_blob(self.cfg.league.snapshot_archive, record.agent_id, blob)
+            except OSError as exc:  # the archive is a copy: its failure must not fail the snapshot
+                log.error("archiving snapshot %s to %s failed: %s", record.agent_id, self.cfg.league.snapshot_archive,
+                          exc)
         self.metrics.inc("snapshots", role=record.agent_type.value)
         if reset:
             self.metrics.inc("resets", role=record.agent_type.value)
@@ -279,7 +409,8 @@ class LeagueCoordinatorImpl:
 
     @timed
     async def save_checkpoint(self, learner_id: str, version: int, step: int, state: bytes) -> bool:
-        self.league.save_checkpoint(learner_id, version, step, state)
+        await self._durable(f"checkpoint of {learner_id}",
+                            lambda: self.league.save_checkpoint(learner_id, version, step, state))
         return True
 
     async def load_checkpoint(self, learner_id: str) -> Checkpoint | None:
@@ -291,7 +422,8 @@ class LeagueCoordinatorImpl:
 
     async def learner_event(self, learner_id: str, kind: str, data: dict | None = None) -> bool:
         """Something a learner wants on the run's record (e.g. an update its shaper made it skip)."""
-        self.store.add_event(str(kind), {"learner_id": str(learner_id), **(data or {})})
+        await self._durable(f"event {kind}", lambda: self.store.add_event(str(kind), {"learner_id": str(learner_id),
+                                                                                    **(data or {})}))
         return True
 
     # -- evaluators -----------------------------------------------------------
@@ -305,11 +437,13 @@ class LeagueCoordinatorImpl:
         if not isinstance(scores, ExactScores):
             raise ValueError(f"record_exact takes a league.messages.ExactScores, got {type(scores).__name__}")
         async with self._store_order:
-            return self.league.record_exact_many(scores.triples())
+            return await self._durable("exact payoffs", lambda: self.league.record_exact_many(scores.triples()),
+                                       rebuild=True)
 
     async def record_measurement(self, kind: str, value: float, data: dict | None = None) -> bool:
         """A measurement over time (e.g. the exact NashConv of the Nash mixture)."""
-        self.store.add_measurement(str(kind), float(value), data or {})
+        await self._durable(f"measurement {kind}",
+                            lambda: self.store.add_measurement(str(kind), float(value), data or {}))
         self._export_quality()
         return True
 
@@ -375,6 +509,7 @@ class LeagueCoordinatorImpl:
         s["uptime_s"] = time.time() - self.started
         s["game"] = self.cfg.game.name
         s["quality"] = self.quality()
+        s["store_disk_full"] = self._disk_full
         return s
 
     async def nash_quality(self) -> dict[str, Any]:

@@ -177,6 +177,20 @@ def reap_leftovers(storage: str) -> int:
     return killed
 
 
+# Ray's own logs (raylet, GCS, agents and every worker's .out/.err) rotate at this size, keeping this
+# many old files each: Ray 2.60 defaults to 512 MB x 5 per file, and rotates worker output only
+# when RAY_ROTATION_MAX_BYTES is set at all (docs/operations.md). A user's own values win.
+RAY_LOG_MAX_BYTES = 64 * 1024 * 1024
+RAY_LOG_BACKUPS = 3
+
+
+def bound_ray_logs() -> None:
+    """Set Ray's log rotation for the local cluster this process starts (it and its workers
+    inherit the environment)."""
+    os.environ.setdefault("RAY_ROTATION_MAX_BYTES", str(RAY_LOG_MAX_BYTES))
+    os.environ.setdefault("RAY_ROTATION_BACKUP_COUNT", str(RAY_LOG_BACKUPS))
+
+
 def record_session(storage: str) -> None:
     import ray
 
@@ -370,7 +384,9 @@ def progress_line(status: dict[str, Any], steps_per_s: float, elapsed: float) ->
     return (f"[{elapsed:7.0f}s] {steps_per_s:9.0f} env steps/s | games {status['games']:.0f} | pool "
             f"{status['pool_size']} (main {by_role['main_agent']}, mx {by_role['main_exploiter']}, "
             f"lx {by_role['league_exploiter']}) | nash H {abs(status['nash_entropy']):.2f} "
-            f"support {status['nash_support']} | {quality_text(status)} | {main_txt}")
+            f"support {status['nash_support']} | {quality_text(status)} | {main_txt}"
+            + (" | STORE DISK FULL: nothing is acknowledged until space returns" if status.get("store_disk_full")
+               else ""))
 
 
 def quality_text(status: dict[str, Any]) -> str:
@@ -426,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         reap_leftovers(cfg.run.storage)
         # a local Ray's processes inherit this environment: the user's game imports in every worker
         os.environ["PYTHONPATH"] = worker_pythonpath(parse_args(argv).config)
+        bound_ray_logs()
         ray.init(address="local", namespace=cfg.ray.namespace, include_dashboard=False, _node_ip_address="127.0.0.1",
                  num_cpus=cfg.ray.num_cpus or max(8, 4 * (os.cpu_count() or 2)), log_to_driver=False,
                  _metrics_export_port=metrics_port(cfg.ray.metrics_export_port))

@@ -153,6 +153,19 @@ class LeagueConfig:
     # to the pool); every result batch is stored before it is acknowledged, and a restart replays
     # the batches after the last checkpoint (docs/cluster.md); 0: with every batch
     payoff_checkpoint_seconds: float = 5.0
+    # the store stays bounded (league.retention, docs/operations.md): this often the coordinator deletes
+    # the result batches the payoff checkpoint includes (a resume cannot need them); 0: never
+    compact_every_seconds: float = 300.0
+    # Nash solves, Elo history, measurements and events older than this are deleted with each pass
+    # (the newest Nash and the newest measurement of each kind are always kept); 0: kept for ever. A
+    # week by default: a resume needs none of it, the report draws its curves from it
+    history_retention_hours: float = 168.0
+    # Nash solves (each the whole pool's weights) and Elo history older than an hour are thinned to
+    # one per this many seconds with each pass; 0: every solve is kept
+    history_thin_seconds: float = 300.0
+    # a folder where every snapshot's weights are also written when it enters the pool (the store
+    # drops an evicted agent's weights); unset: evicted weights are gone
+    snapshot_archive: str | None = None
 
 
 @dataclass
@@ -343,6 +356,11 @@ class Config:
         _positive("league.elo_k", self.league.elo_k)
         _positive("league.match_plan_seconds", self.league.match_plan_seconds)
         _nonneg("league.payoff_checkpoint_seconds", self.league.payoff_checkpoint_seconds)
+        _nonneg("league.compact_every_seconds", self.league.compact_every_seconds)
+        _nonneg("league.history_retention_hours", self.league.history_retention_hours)
+        _nonneg("league.history_thin_seconds", self.league.history_thin_seconds)
+        if self.league.snapshot_archive is not None and not isinstance(self.league.snapshot_archive, str):
+            raise ConfigError("league.snapshot_archive", f"must be a folder path, got {self.league.snapshot_archive!r}")
         if not self.policy.hidden or any(h < 1 for h in self.policy.hidden):
             raise ConfigError("policy.hidden", f"must be a non-empty list of positive sizes, got {self.policy.hidden}")
         if self.policy.activation not in ("tanh", "relu"):

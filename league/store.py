@@ -205,10 +205,15 @@ class LeagueStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                # A full disk may fail the COMMIT (the transaction stays open) or make SQLite roll back
+                # by itself (nothing left to roll back): either way the connection must leave this
+                # block outside any transaction, and the caller must hear the first error.
+                if self._db.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
         with self._lock:
@@ -377,8 +382,8 @@ class LeagueStore:
         return self._query("SELECT agent_id, rating, games FROM elo")
 
     def result_count(self) -> int:
-        """Games in the stored result batches."""
-        return self._query("SELECT coalesce(sum(n), 0) FROM results")[0][0]
+        """Games in the stored result batches, those compacted away (``league.retention``) included."""
+        return self._query("SELECT coalesce(sum(n), 0) FROM results")[0][0] + int(self.get_meta("compacted_games", 0))
 
     def append_elo_history(self, when: float, rows: Iterable[tuple[str, str | None, float]]) -> None:
         with self.transaction() as db:

@@ -64,6 +64,11 @@ class LeagueMetrics:
             "reward_gap": Gauge("league_reward_gap", "Mean shaped minus raw return per episode of a learner's last "
                                 "update (0 without a reward shaper)", ("learner", "role")),
             "diversity": Gauge("league_diversity_score", "Mean pairwise cosine distance of behaviour embeddings"),
+            "store_disk_full": Gauge("league_store_disk_full",
+                                     "1 while the store's disk is full: nothing is acknowledged until space returns"),
+            "store_refused_writes": Gauge("league_store_refused_writes", "Store writes that failed for want of disk "
+                                          "space since the coordinator started (each retry counts)"),
+            "store_bytes": Gauge("league_store_bytes", "Size of the league's store on disk (league.db and its WAL)"),
             "request_seconds": Histogram("league_coordinator_request_seconds", "Coordinator request latency",
                                          LATENCY_BUCKETS, ("method",)),
             "nash_solve_seconds": Histogram("league_nash_solve_seconds", "Time to re-solve the Nash", LATENCY_BUCKETS),

@@ -25,6 +25,7 @@ EXPORTED = {
     "ray_league_diversity_score", "ray_league_nash_support_size", "ray_league_exact_nash_conv",
     "ray_league_meta_nash_exact_nash_conv", "ray_league_probe_br_return", "ray_league_outcome_novelty", "ray_league_reward_gap",
     "ray_league_anchor_score", "ray_league_anchor_elo",
+    "ray_league_store_bytes", "ray_league_store_disk_full", "ray_league_store_refused_writes",
     # histograms
     "ray_league_coordinator_request_seconds_bucket", "ray_league_nash_solve_seconds_bucket",
     "ray_league_opponent_inference_seconds_bucket", "ray_league_opponent_batch_size_bucket",

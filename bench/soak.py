@@ -1,0 +1,222 @@
+"""Soak: does a league stay flat over time? ``python -m bench.soak [--minutes 60] [--config FILE]``.
+
+Runs a shipped config under the launcher as a subprocess, as a user does, and samples every
+``--interval`` seconds (default 60): the resident memory (RSS) and open file descriptors of every
+Ray process of the run by actor kind (coordinator, learner, rollout worker, evaluator, serve; found
+among the launcher's descendants by their process title ``ray::ClassName``), the store's size
+(``league.db`` with its WAL), Ray's object store use (the node's ``ray_object_store_memory``
+metric) and the league's env steps/s (the launcher's progress lines).
+
+At the end it prints ONE JSON line: ``samples``, ``store_bytes_per_hour`` and ``rss_mb_per_hour``
+per kind (least-squares slopes over the second half of the run, after start-up), ``fds_growth``
+(open descriptors at the end minus at the middle), ``object_store_mb`` (last), and
+``throughput_drift`` (mean env steps/s of the last quarter over the second quarter's; 1 is flat).
+The figures are for the machine it ran on; they are slopes, not targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# process title (``ray::ClassName`` or ``ray::ClassName.method``) -> actor kind
+KINDS = (("LeagueCoordinator", "coordinator"), ("Learner", "learner"), ("RolloutWorker", "rollout_worker"),
+         ("Evaluator", "evaluator"), ("Prober", "evaluator"), ("ServeReplica", "serve"), ("ServeController", "serve"),
+         ("ProxyActor", "serve"), ("ApiServer", "serve"))
+PROGRESS = re.compile(r"^\[\s*([\d.]+)s\]\s+([\d.]+) env steps/s")
+ENDPOINTS = re.compile(r"metrics of Ray session \S+ at (.*?); Prometheus")
+
+
+def actor_kind(cmdline: str) -> str | None:
+    """The actor kind of a Ray worker process from its title; None for anything else."""
+    if not cmdline.startswith("ray::"):
+        return None
+    name = cmdline[5:].split(".")[0].split(":")[0].split()[0] if len(cmdline) > 5 else ""
+    for prefix, kind in KINDS:
+        if name.startswith(prefix):
+            return kind
+    return None
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(proc.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def process_sample(root_pid: int) -> dict[str, dict[str, float]]:
+    """Per actor kind: processes, summed RSS (MB) and open file descriptors."""
+    kinds: dict[str, dict[str, float]] = {}
+    for pid in descendants(root_pid):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            kind = actor_kind(cmdline)
+            if kind is None:
+                continue
+            rss = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                       if line.startswith("VmRSS:")) / 1024.0
+            fds = len(os.listdir(f"/proc/{pid}/fd"))
+        except (OSError, StopIteration, ValueError):
+            continue  # gone meanwhile
+        k = kinds.setdefault(kind, {"processes": 0, "rss_mb": 0.0, "fds": 0})
+        k["processes"] += 1
+        k["rss_mb"] += rss
+        k["fds"] += fds
+    return kinds
+
+
+def store_bytes(storage: Path) -> int:
+    return sum(p.stat().st_size for p in storage.glob("league.db*") if p.is_file())
+
+
+def object_store_mb(endpoints: list[str]) -> float | None:
+    """Ray's object store use on the run's nodes (``ray_object_store_memory``, MB); None if unread."""
+    total, seen = 0.0, False
+    for endpoint in endpoints:
+        try:
+            text = urllib.request.urlopen(f"http://{endpoint}/metrics", timeout=5).read().decode()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("ray_object_store_memory{") or line.startswith("ray_object_store_memory "):
+                total += float(line.rsplit(" ", 1)[1])
+                seen = True
+    return total / 2**20 if seen else None
+
+
+def slope_per_hour(t: list[float], y: list[float]) -> float:
+    """Least-squares slope of ``y`` over ``t`` (seconds), per hour; 0 with fewer than two points."""
+    if len(t) < 2 or max(t) == min(t):
+        return 0.0
+    return float(np.polyfit(np.asarray(t, dtype=float), np.asarray(y, dtype=float), 1)[0] * 3600.0)
+
+
+def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: float) -> dict:
+    """The JSON line's figures from the samples (``t``, ``store_bytes``, ``kinds``) and the
+    launcher's (time, env steps/s) progress."""
+    half = [s for s in samples if s["t"] >= samples[-1]["t"] / 2] if samples else []
+    if len(half) < 2:
+        half = samples
+    t = [s["t"] for s in half]
+    kinds = sorted({k for s in samples for k in s["kinds"]})
+    rss = {k: round(slope_per_hour([s["t"] for s in half if k in s["kinds"]],
+                                   [s["kinds"][k]["rss_mb"] for s in half if k in s["kinds"]]), 3) for k in kinds}
+    fds = lambda s: sum(v["fds"] for v in s["kinds"].values())  # noqa: E731
+    end = samples[-1]["t"] if samples else 0.0
+    quarter = lambda lo, hi: [r for at, r in rates if lo * end <= at < hi * end]  # noqa: E731
+    second, last = quarter(0.25, 0.5), quarter(0.75, 1.01)
+    drift = float(np.mean(last) / np.mean(second)) if second and last and np.mean(second) > 0 else None
+    return {
+        "minutes": minutes,
+        "samples": len(samples),
+        "store_bytes": samples[-1]["store_bytes"] if samples else 0,
+        "store_bytes_per_hour": round(slope_per_hour(t, [s["store_bytes"] for s in half]), 1),
+        "rss_mb_per_hour": rss,
+        "rss_mb": {k: round(samples[-1]["kinds"].get(k, {}).get("rss_mb", 0.0), 1) for k in kinds} if samples else {},
+        "processes": {k: samples[-1]["kinds"].get(k, {}).get("processes", 0) for k in kinds} if samples else {},
+        "fds_growth": (fds(half[-1]) - fds(half[0])) if half else 0,
+        "object_store_mb": samples[-1]["object_store_mb"] if samples else None,
+        "env_steps_per_s": round(float(np.mean(last)), 1) if last else None,
+        "throughput_drift": round(drift, 4) if drift is not None else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=60.0, help="how long the league runs (default 60)")
+    parser.add_argument("--config", default=None, help="a shipped config (default: the launcher's default league)")
+    parser.add_argument("--interval", type=float, default=60.0, help="seconds between samples (default 60)")
+    parser.add_argument("--storage", default=None, help="run.storage (default: a fresh temporary folder)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="more launcher overrides, e.g. --set run.progress_every_seconds=10")
+    args = parser.parse_args(argv)
+    if args.minutes <= 0 or args.interval <= 0:
+        parser.error("--minutes and --interval must be > 0")
+    tmp = None
+    if args.storage is None:
+        tmp = tempfile.TemporaryDirectory(prefix="nash-soak-")
+        storage = Path(tmp.name) / "run"
+    else:
+        storage = Path(args.storage).resolve()
+    cmd = [sys.executable, "-m", "actors.launch", *(["--config", args.config] if args.config else []),
+           f"run.storage={storage}", f"run.max_minutes={args.minutes}", "serve.api=false",
+           f"run.progress_every_seconds={min(args.interval, 10.0)}", *args.set]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rates: list[tuple[float, float]] = []
+    endpoints: list[str] = []
+    tail: list[str] = []
+    t0 = time.time()
+
+    def read_output() -> None:
+        for line in proc.stdout:
+            tail.append(line)
+            del tail[:-50]
+            m = PROGRESS.match(line)
+            if m and float(m.group(2)) > 0:
+                rates.append((time.time() - t0, float(m.group(2))))
+            m = ENDPOINTS.search(line)
+            if m:
+                endpoints[:] = [e.strip() for e in m.group(1).split(",") if ":" in e]
+
+    reader = threading.Thread(target=read_output, daemon=True)
+    reader.start()
+    samples: list[dict] = []
+    try:
+        next_at = t0 + args.interval
+        while proc.poll() is None:
+            time.sleep(min(1.0, max(0.0, next_at - time.time())))
+            if time.time() < next_at:
+                continue
+            next_at += args.interval
+            kinds = process_sample(proc.pid)
+            if not kinds:
+                continue  # starting up or stopping: no actor yet (or any more)
+            samples.append({"t": time.time() - t0, "store_bytes": store_bytes(storage), "kinds": kinds,
+                            "object_store_mb": object_store_mb(endpoints)})
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+    finally:
+        try:
+            proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        reader.join(timeout=10)
+    if proc.returncode != 0:
+        print("".join(tail), file=sys.stderr)
+        print(f"nash-league: soak: the launcher exited with {proc.returncode}", file=sys.stderr)
+        return 1
+    out = summarize(samples, rates, args.minutes)
+    out["config"] = args.config or "default"
+    print(json.dumps(out), flush=True)
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""Running a league for a long time, as an operator does: an online backup resumed elsewhere,
+compaction that changes nothing a resume sees, and a full disk survived. The launcher as a
+subprocess, real Ray, SQLite on a real (small) file system."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from actors.outbox import ledgers, node_run_dir
+from league.backup import league_state, state_digest
+from league.config import load_config
+from league.league import League
+from league.retention import compact_results
+from league.store import LeagueStore
+from test_launch import ENV, ROOT, _wait_for_progress, assert_exact_accounting
+
+SMOKE = ROOT / "configs" / "smoke.yaml"
+
+
+def _launch(storage, *overrides):
+    cmd = [sys.executable, "-m", "actors.launch", "--config", str(SMOKE), f"run.storage={storage}", "serve.api=false",
+           *overrides]
+    return subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _stop(proc, lines):
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=240)
+    lines.append(out)
+    text = "".join(lines)
+    assert proc.returncode == 0, text
+    assert "stopped; the league is in" in text
+    return text
+
+
+def _ray_rotation(launcher_pid: int) -> tuple[set[str], set[str]]:
+    """The log rotation flags Ray's processes of a launcher were started with (raylet, agents, log
+    monitor, the worker command), and the rotation settings in its actors' environments."""
+    import re
+
+    from bench.soak import descendants
+
+    flags, envs = set(), set()
+    for pid in descendants(launcher_pid):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        flags |= set(re.findall(r"--logging-rotate-[a-z-]+=\d+", cmd))
+        if cmd.startswith("ray::"):
+            envs |= {e.decode() for e in env if e.startswith(b"RAY_ROTATION_")}
+    return flags, envs
+
+
+def test_the_launcher_bounds_ray_logs_unless_the_user_did(monkeypatch):
+    from actors.launch import RAY_LOG_BACKUPS, RAY_LOG_MAX_BYTES, bound_ray_logs
+
+    monkeypatch.delenv("RAY_ROTATION_MAX_BYTES", raising=False)
+    monkeypatch.setenv("RAY_ROTATION_BACKUP_COUNT", "9")
+    bound_ray_logs()
+    assert os.environ["RAY_ROTATION_MAX_BYTES"] == str(RAY_LOG_MAX_BYTES) == str(64 * 2**20)
+    assert os.environ["RAY_ROTATION_BACKUP_COUNT"] == "9" != str(RAY_LOG_BACKUPS)
+
+
+def _restored(storage, path):
+    """The league a coordinator restores from the store at ``path``, and its digest (read from a
+    copy, so that the file under test stays byte for byte as it was)."""
+    copy = Path(f"{path}.probe")
+    shutil.copyfile(path, copy)
+    try:
+        with LeagueStore(copy, create=False) as store:
+            league = League(load_config(SMOKE, [f"run.storage={storage}"]), store)
+            return league_state(league), state_digest(league)
+    finally:
+        copy.unlink()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_online_backup_resumes_elsewhere_exactly_and_compaction_changes_nothing(tmp_path):
+    run, restored = tmp_path / "run", tmp_path / "restored"
+    proc = _launch(run, "run.max_minutes=5")
+    lines: list[str] = []
+    try:
+        _wait_for_progress(proc, lines)
+        time.sleep(3)  # batches after the last checkpoint too (replayed by a resume)
+        out = subprocess.run([sys.executable, "-m", "league.backup", "--storage", str(run), "--out", str(restored)],
+                             cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        info = json.loads(out.stdout.strip().splitlines()[-1])
+        # Ray's logs rotate: the raylet got the launcher's bound, every actor the variable that turns
+        # rotation of its .out/.err on (Ray 2.60 rotates those only when it is set)
+        flags, envs = _ray_rotation(proc.pid)
+        assert flags == {"--logging-rotate-bytes=67108864", "--logging-rotate-backup-count=3"}, flags
+        assert envs == {"RAY_ROTATION_MAX_BYTES=67108864", "RAY_ROTATION_BACKUP_COUNT=3"}, envs
+        assert info["out"] == str(restored / "league.db") and info["games"] > 0 and info["agents"] > 0
+        time.sleep(2)  # the league goes on meanwhile: the original moves past the copy
+        _stop(proc, lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    backup_db = restored / "league.db"
+    want, digest = _restored(restored, backup_db)
+    with LeagueStore(run, create=False) as original:
+        assert original.result_count() > info["games"]  # the copy is the league at one earlier commit
+
+    # compaction of the copy: the same league for a resume, down to the last float
+    frozen = tmp_path / "compacted.db"
+    shutil.copyfile(backup_db, frozen)
+    with LeagueStore(frozen, create=False) as store:
+        games, batches = store.result_count(), len(store._query("SELECT 1 FROM results"))
+        got = compact_results(store)
+        assert got["batches"] > 0 and store.result_count() == games
+        assert len(store._query("SELECT 1 FROM results")) == batches - got["batches"]
+    assert _restored(restored, frozen) == (want, digest)
+
+    # the launcher resumed from the copy, on another path: it starts with exactly the backed-up league
+    proc = _launch(restored, "run.max_minutes=0.25")
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    with LeagueStore(restored, create=False) as store:
+        starts = store.events("coordinator_start")
+        assert starts[-1]["state_digest"] == digest
+        assert store.result_count() > info["games"]  # and it went on
+        assert len(store.nash_history()) > info["nash_solves"]
+        # the resumed league's own senders: every game acknowledged there is stored once
+        acked = sum(l["items"] for l in ledgers(restored) if not l["source"].startswith("learner:"))
+        assert store.result_count() - info["games"] == acked == store.counters()["games"] - want["counters"]["games"]
+
+
+def _mount_tmpfs(path: Path, size: str) -> None:
+    path.mkdir()
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True,
+                       capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"cannot mount a small tmpfs to fill (needs root or CAP_SYS_ADMIN): {exc}")
+
+
+def _fill(path: Path) -> int:
+    """Write a ballast file until the file system has not one byte left; returns its size."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        for size in (1 << 20, 1 << 16, 1 << 12, 1):  # smaller and smaller: the last partial page too
+            chunk = b"\0" * size
+            try:
+                while True:
+                    os.write(fd, chunk)
+            except OSError:
+                continue
+    finally:
+        os.close(fd)
+    return path.stat().st_size
+
+
+def _coordinator_logs(storage) -> str:
+    session = Path((node_run_dir(storage) / "ray_session").read_text().strip())
+    text = []
+    for p in (session / "logs").glob("*"):
+        if p.is_file() and p.suffix in (".err", ".out", ".log"):
+            try:
+                text.append(p.read_text(errors="replace"))
+            except OSError:
+                continue
+    return "\n".join(text)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_full_disk_stops_acknowledgements_loses_nothing_and_the_league_goes_on(tmp_path):
+    disk = tmp_path / "disk"
+    _mount_tmpfs(disk, "48m")
+    storage = disk / "run"
+    # retention every 5 s: compaction runs beside the full disk, and the count below spans it
+    proc = _launch(storage, "run.max_minutes=5", "run.progress_every_seconds=2", "league.compact_every_seconds=5")
+    lines: list[str] = []
+    try:
+        _wait_for_progress(proc, lines)
+        deadline = time.time() + 90
+        while time.time() < deadline:  # the running league has compacted its store at least once
+            with LeagueStore(storage, create=False) as store:
+                if store.get_meta("compacted_batches", 0) > 0:
+                    break
+            time.sleep(1)
+        ballast = disk / "ballast"
+        _fill(ballast)
+        # the store's next writes fail: the coordinator says so and acknowledges nothing more
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            lines.append(line)
+            if "STORE DISK FULL" in line:
+                break
+        assert "STORE DISK FULL" in lines[-1], "".join(lines[-20:])
+        assert "STORE DISK FULL" in _coordinator_logs(storage)
+        with LeagueStore(storage, create=False) as store:
+            games_full = store.result_count()
+        for _ in range(3):  # three progress lines: still full, nothing stored, nothing crashed
+            lines.append(proc.stdout.readline())
+        assert proc.poll() is None
+        with LeagueStore(storage, create=False) as store:
+            assert store.result_count() == games_full
+        ballast.unlink()  # space returns: the league goes on by itself
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            with LeagueStore(storage, create=False) as store:
+                if store.result_count() > games_full:
+                    break
+            time.sleep(1)
+        assert "store disk has space again" in _coordinator_logs(storage)
+        _stop(proc, lines)
+        with LeagueStore(storage, create=False) as store:
+            assert store.result_count() > games_full
+            assert store.get_meta("compacted_batches", 0) > 0  # compaction ran in the league
+            assert_exact_accounting(store, storage)  # acknowledged == stored, exactly; every snapshot loads
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=30)

@@ -1,0 +1,51 @@
+"""bench.soak as a user runs it: one JSON line with the slopes an operator reads (keys and counts,
+not targets), from a real league under the launcher; and its arithmetic on known samples."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bench.soak import actor_kind, slope_per_hour, summarize
+from test_launch import ENV, ROOT
+
+KEYS = {"samples", "store_bytes_per_hour", "rss_mb_per_hour", "fds_growth", "throughput_drift", "object_store_mb"}
+
+
+def test_actor_kinds_come_from_ray_process_titles():
+    assert actor_kind("ray::LeagueCoordinatorImpl.report_results") == "coordinator"
+    assert actor_kind("ray::RolloutWorkerImpl") == "rollout_worker"
+    assert actor_kind("ray::ServeReplica:opponents:Opponents") == "serve"
+    assert actor_kind("ray::IDLE") is None and actor_kind("/usr/bin/python") is None
+
+
+def test_summary_fits_the_second_half_and_compares_quarters():
+    # RSS flat then rising 2 MB a minute from the middle on; the store grows 1 kB a second throughout
+    samples = [{"t": 60.0 * i, "store_bytes": 1000 * 60 * i, "object_store_mb": 1.0,
+                "kinds": {"learner": {"processes": 1, "rss_mb": 100.0 + 2.0 * max(0, i - 5), "fds": 10 + i}}}
+               for i in range(11)]
+    rates = [(60.0 * i + 1, 100.0 if i < 5 else 80.0) for i in range(10)]
+    out = summarize(samples, rates, 10)
+    assert out["samples"] == 11
+    assert out["store_bytes_per_hour"] == pytest.approx(3.6e6)
+    assert out["rss_mb_per_hour"]["learner"] == pytest.approx(120.0)
+    assert out["fds_growth"] == 5
+    assert out["throughput_drift"] == pytest.approx(0.8)
+    assert slope_per_hour([0.0], [1.0]) == 0.0
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_one_minute_soak_prints_one_json_line():
+    out = subprocess.run([sys.executable, "-m", "bench.soak", "--minutes", "1", "--interval", "5", "--config",
+                          "configs/smoke.yaml"], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1, out.stdout
+    got = json.loads(lines[0])
+    assert KEYS <= set(got)
+    assert got["samples"] >= 6  # one every 5 s over a minute, less start-up
+    assert {"coordinator", "learner", "rollout_worker", "evaluator"} <= set(got["rss_mb_per_hour"])
+    assert got["processes"]["learner"] == 3 and got["processes"]["coordinator"] == 1
+    assert got["store_bytes"] > 0
