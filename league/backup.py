@@ -90,7 +90,8 @@ def state_digest(league) -> str:
     """sha256 of ``league_state`` of a League, its payoff matrices hashed as float64 bytes (a pool
     of 1000 in milliseconds, where their JSON would take seconds)."""
     h = hashlib.sha256(json.dumps(league_state(league, with_payoff=False), sort_keys=True).encode())
-    ids, win_rates = league.payoff_matrix()
+    ids = league.measured_ids()
+    win_rates = league.payoff.matrix(ids) if ids else None
     h.update(json.dumps(ids).encode())
     if ids:
         for matrix in (win_rates, league.payoff.games_matrix(ids)):

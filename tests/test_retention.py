@@ -3,6 +3,7 @@ the resumed league is exactly (==) the one before; a retry of an acknowledged ba
 
 import json
 import sqlite3
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,9 +20,7 @@ def _report(league, rng, sources, seqs, n=3):
     for _ in range(n):
         for source in sources:
             seqs[source] = seqs.get(source, 0) + 1
-            batch = random_batch(agents, rng, 200, seqs[source]).aggregated()
-            batch = type(batch).pairs(source, batch.seq, batch.agents, batch.a, batch.b, batch.games, batch.wins,
-                                      batch.draws, batch.score, batch.env_steps, batch.action_counts)
+            batch = replace(random_batch(agents, rng, 200, seqs[source]), source=source)
             assert league.report_results(batch)
 
 
@@ -51,14 +50,12 @@ def test_compaction_then_resume_gives_the_same_league_and_retries_stay_repeats(t
     assert state_digest(resumed) == state_digest(league)
     # a sender re-sends only its one staged batch, its newest: still a repeat after compaction
     agents = (*league.learners, *league.pool.ids())
-    retry = random_batch(agents, rng, 10, seqs["evaluator:0"]).aggregated()
-    retry = type(retry).pairs("evaluator:0", retry.seq, retry.agents, retry.a, retry.b, retry.games, retry.wins,
-                              retry.draws, retry.score)
+    retry = replace(random_batch(agents, rng, 10, seqs["evaluator:0"]), source="evaluator:0", env_steps=0,
+                    action_counts={})
     assert not resumed.report_results(retry)
     assert resumed.store.result_count() == games
     assert state_digest(resumed) == state_digest(league)
-    retry = type(retry).pairs("evaluator:0", retry.seq + 1, retry.agents, retry.a, retry.b, retry.games, retry.wins,
-                              retry.draws, retry.score)
+    retry = replace(retry, seq=retry.seq + 1)
     assert resumed.report_results(retry)  # a new batch: the payoff moves, and the digest with it
     assert state_digest(resumed) != state_digest(league)
 
