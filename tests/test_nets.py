@@ -248,7 +248,7 @@ def test_bad_network_specs_raise_naming_the_key(net, kw, key, text):
 @pytest.mark.parametrize("overrides, key, text", [
     (["policy.net=conv"], "policy.net", "conv needs a game with a 2-D or 3-D observation shape"),
     (["policy.net=no_such_package.nets:build"], "policy.net", "cannot import 'no_such_package.nets'"),
-    (["policy.net=mlp:"], "policy.net", "must be mlp, conv or 'package.module:factory'"),
+    (["policy.net=':build'"], "policy.net", "must be mlp, conv or 'package.module:factory'"),
     ([f"policy.net={CUSTOM}", "policy.args={widht: 8}"], "policy.args", "does not take"),
     (["policy.channels=0"], "policy.channels", "must be > 0"),
 ])
