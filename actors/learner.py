@@ -94,6 +94,9 @@ class LearnerImpl:
             self.step = int(extra.get("step", checkpoint.step))
             self.shaping.restore(extra.get("shaper_state"))
             log.info("%s resumed at version %d, step %d", learner_id, self.version, self.step)
+            if (self.model.spec.net, self.model.spec.args) != (self.spec.net, self.spec.args):
+                log.warning("%s resumed its checkpoint's network (policy.net %s); the config's policy.net %s "
+                            "applies to a fresh run only", learner_id, self.model.spec.net, self.spec.net)
         log.info("%s trains on %s", learner_id, self.device)
         # magnet-regularised PPO (policies.ppo): the magnet starts at the policy and follows it
         self.magnet = None

@@ -96,7 +96,7 @@ def state_tensor(game: pyspiel.Game):
 
 def state_tensor_shape(game: pyspiel.Game, size: int) -> tuple[int, ...]:
     """The layout OpenSpiel gives the :func:`state_tensor` (channels first, e.g. (3, 6, 7) for
-    Connect Four's empty / player 0 / player 1 planes), or ``(size,)`` when it gives none that
+    Connect Four's player 0 / player 1 / empty planes), or ``(size,)`` when it gives none that
     holds ``size`` numbers."""
     try:
         shape = (game.information_state_tensor_shape() if uses_information_state(game)
