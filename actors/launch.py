@@ -68,9 +68,20 @@ def load(argv: list[str] | None):
         raise ConfigError(exc.key, str(exc).split(": ", 1)[1].splitlines()[0]) from None
     except ValueError as exc:
         raise ConfigError("policy", str(exc).splitlines()[0]) from None
+    from policies.snapshot import snapshot_spec
+
     for i, snap in enumerate(cfg.league.seed_snapshots):
         if not Path(snap).is_file():
             raise ConfigError(f"league.seed_snapshots[{i}]", f"no such file: {snap}")
+        # a file from elsewhere may name only the shipped networks or the configured factory: loading
+        # a snapshot imports and calls the factory its spec names
+        try:
+            net = snapshot_spec(Path(snap).read_bytes()).net
+        except ValueError as exc:
+            raise ConfigError(f"league.seed_snapshots[{i}]", str(exc).splitlines()[0]) from None
+        if net not in ("mlp", "conv", cfg.policy.net):
+            raise ConfigError(f"league.seed_snapshots[{i}]", f"{snap} holds a {net!r} network; a seed snapshot "
+                                                              f"may hold mlp, conv or the policy.net of this config")
     return cfg, info
 
 

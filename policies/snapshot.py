@@ -79,6 +79,17 @@ def policy_to_bytes(model: PolicyNet) -> bytes:
     })
 
 
+def snapshot_spec(blob: bytes) -> PolicySpec:
+    """The :class:`PolicySpec` a policy blob records, read without building the network (nothing is
+    imported): what a loader checks before trusting a file from elsewhere to name a factory."""
+    try:
+        return PolicySpec.from_dict(_load(blob, POLICY_FORMAT)["spec"])
+    except ValueError:
+        raise
+    except Exception as exc:
+        raise ValueError(f"{POLICY_FORMAT} blob has no valid spec: {str(exc)[:300]}") from None
+
+
 def policy_from_bytes(blob: bytes) -> PolicyNet:
     """Rebuild the network of a :func:`policy_to_bytes` blob (in eval mode).
     Raises ValueError on a corrupt or foreign blob."""

@@ -385,3 +385,20 @@ def test_the_export_cli_says_in_one_line_when_there_is_nothing_to_export(tmp_pat
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
         f"policies.export: the league in {tmp_path / 'run'} has no published Nash mixture yet"]
+
+
+def test_a_seed_snapshot_naming_a_factory_the_config_does_not_is_refused_before_ray(tmp_path):
+    """Loading a snapshot imports the factory its spec names: a file from elsewhere may name only
+    the shipped networks or the configured factory."""
+    from actors.launch import load
+
+    path = tmp_path / "seed.pt"
+    path.write_bytes(policy_to_bytes(build_policy(spec_for("kuhn_poker", CUSTOM))))
+    args = ["--config", str(ROOT / "configs/smoke.yaml"), f"league.seed_snapshots=[{path}]"]
+    with pytest.raises(ConfigError, match=r"league.seed_snapshots\[0\]: .* holds a 'examples.nets.layernorm_mlp:build'"):
+        load(args)
+    cfg, _ = load([*args, f"policy.net={CUSTOM}"])
+    assert cfg.league.seed_snapshots == [str(path)]
+    path.write_bytes(b"not a snapshot")
+    with pytest.raises(ConfigError, match=r"league.seed_snapshots\[0\]: not a readable"):
+        load(args)
