@@ -327,14 +327,17 @@ class FactoryNet(PolicyNet):
         """One forward pass on two rows: wrong shapes fail here, at build time, not in a replica."""
         obs = torch.zeros((2, self.spec.obs_size))
         mask = torch.ones((2, self.spec.num_actions), dtype=torch.bool)
+        training = self.body.training
         try:
+            self.body.eval()  # the probe must not move a normalization layer's running statistics
             with torch.no_grad():
-                out = self.body(obs, mask)
-            logits, value = out
+                logits, value = self.body(obs, mask)
         except Exception as exc:
             raise PolicyNetError("policy.net", f"{self.spec.net}: forward(obs, mask) must return (logits, values); "
-                                               f"it failed on a ({2}, {self.spec.obs_size}) batch "
+                                               f"it failed on a (2, {self.spec.obs_size}) batch "
                                                f"({type(exc).__name__}: {str(exc)[:200]})") from None
+        finally:
+            self.body.train(training)
         if not (isinstance(logits, torch.Tensor) and logits.shape == (2, self.spec.num_actions)):
             raise PolicyNetError("policy.net", f"{self.spec.net}: logits must have shape (B, {self.spec.num_actions}), "
                                                f"got {getattr(logits, 'shape', type(logits).__name__)}")
