@@ -76,9 +76,28 @@ def load(argv: list[str] | None):
     if cfg.evaluator.publish == "least_exploitable" and not info.supports_exact:
         raise ConfigError("evaluator.publish", f"least_exploitable needs a game with exact evaluation (Kuhn, Leduc, "
                                                f"matrix games); {cfg.game.name} has none: use nash")
+    from policies.net import PolicyNetError, build_policy, policy_spec
+
+    try:  # a bad factory path, a module with the wrong interface, conv on a flat game
+        build_policy(policy_spec(cfg.policy, info.obs_size, info.num_actions, info.obs_shape, info.channels_last))
+    except PolicyNetError as exc:
+        raise ConfigError(exc.key, str(exc).split(": ", 1)[1].splitlines()[0]) from None
+    except ValueError as exc:
+        raise ConfigError("policy", str(exc).splitlines()[0]) from None
+    from policies.snapshot import snapshot_spec
+
     for i, snap in enumerate(cfg.league.seed_snapshots):
         if not Path(snap).is_file():
             raise ConfigError(f"league.seed_snapshots[{i}]", f"no such file: {snap}")
+        # a file from elsewhere may name only the shipped networks or the configured factory: loading
+        # a snapshot imports and calls the factory its spec names
+        try:
+            net = snapshot_spec(Path(snap).read_bytes()).net
+        except ValueError as exc:
+            raise ConfigError(f"league.seed_snapshots[{i}]", str(exc).splitlines()[0]) from None
+        if net not in ("mlp", "conv", cfg.policy.net):
+            raise ConfigError(f"league.seed_snapshots[{i}]", f"{snap} holds a {net!r} network; a seed snapshot "
+                                                              f"may hold mlp, conv or the policy.net of this config")
     if cfg.anchors:
         from policies.anchors import check_anchor
 
@@ -237,7 +256,8 @@ class League:
         roles = learner_ids(cfg)
         self.learners = {
             lid: Learner.options(name=f"learner:{lid}", namespace=ns, **actor_options(cfg.learner)).remote(
-                lid, role.value, cfg, info.obs_size, info.num_actions, self.coordinator)
+                lid, role.value, cfg, info.obs_size, info.num_actions, self.coordinator,
+                obs_shape=info.obs_shape, channels_last=info.channels_last)
             for lid, role in roles.items()
         }
         ray.get([l.info.remote() for l in self.learners.values()])

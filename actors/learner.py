@@ -29,7 +29,7 @@ from league.objectives import LearnerObjective, ShaperError
 from league.seeds import seed_int
 from monitoring.metrics import LeagueMetrics
 from policies.device import resolve_device
-from policies.net import ActorCritic, PolicySpec
+from policies.net import build_policy, policy_spec
 from policies.ppo import PPOConfig, make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr
 from policies.rollout import Rollout
 from policies.snapshot import (learner_magnet_from_bytes, learner_state_from_bytes, learner_state_to_bytes,
@@ -54,19 +54,19 @@ def ppo_config(cfg: Config) -> PPOConfig:
 
 
 class LearnerImpl:
-    def __init__(self, learner_id: str, role: str, cfg: Config, obs_size: int, num_actions: int, coordinator):
+    def __init__(self, learner_id: str, role: str, cfg: Config, obs_size: int, num_actions: int, coordinator,
+                 obs_shape: tuple[int, ...] = (), channels_last: bool = False):
         torch.set_num_threads(1)
         self.learner_id = learner_id
         self.role = role
         self.cfg = cfg
         self.ppo = ppo_config(cfg)
         self.coordinator = coordinator
-        self.spec = PolicySpec(obs_size=obs_size, num_actions=num_actions, hidden=tuple(cfg.policy.hidden),
-                               activation=cfg.policy.activation)
+        self.spec = policy_spec(cfg.policy, obs_size, num_actions, obs_shape, channels_last)
         # initial weights and PPO's minibatch order: a stream of its own, the same in every process
         torch.manual_seed(seed_int(cfg.run.seed, "learner", learner_id))
         self.device = resolve_device(cfg.learner.device, ray.get_gpu_ids())
-        self.model = ActorCritic(self.spec).to(self.device)
+        self.model = build_policy(self.spec).to(self.device)
         self.optimizer = make_optimizer(self.model, self.ppo)
         self.version = 0
         self.step = 0
@@ -94,6 +94,9 @@ class LearnerImpl:
             self.step = int(extra.get("step", checkpoint.step))
             self.shaping.restore(extra.get("shaper_state"))
             log.info("%s resumed at version %d, step %d", learner_id, self.version, self.step)
+            if (self.model.spec.net, self.model.spec.args) != (self.spec.net, self.spec.args):
+                log.warning("%s resumed its checkpoint's network (policy.net %s); the config's policy.net %s "
+                            "applies to a fresh run only", learner_id, self.model.spec.net, self.spec.net)
         log.info("%s trains on %s", learner_id, self.device)
         # magnet-regularised PPO (policies.ppo): the magnet starts at the policy and follows it
         self.magnet = None

@@ -16,10 +16,11 @@
   ``"tic_tac_toe"``, ``"connect_four"``, ...), ``params`` being its OpenSpiel
   parameters; ``"name(key=value,...)"`` strings work too.
 
-``game_info(name, **params)`` gives ``(obs_size, num_actions, supports_exact)``
-without building a vector of environments (one environment, for games brought
-by module path). ``is_user_game(name)`` says whether a game is one a user
-brought, which ``envs.protocol.check_game`` checks before a league starts.
+``game_info(name, **params)`` gives ``(obs_size, num_actions, supports_exact,
+obs_shape, channels_last)`` without building a vector of environments (one
+environment, for games brought by module path). ``is_user_game(name)`` says
+whether a game is one a user brought, which ``envs.protocol.check_game`` checks
+before a league starts.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class GameInfo(NamedTuple):
     obs_size: int
     num_actions: int
     supports_exact: bool = False  # see VectorGame.supports_exact
+    obs_shape: tuple[int, ...] = ()  # see VectorGame.obs_shape; () is (obs_size,)
+    channels_last: bool = False  # see VectorGame.channels_last
 
 
 def is_matrix_game(name: str) -> bool:
@@ -99,7 +102,8 @@ def make_game(name: str, num_envs: int, seed: int | None = None, **params) -> Ve
 
 
 def game_info(name: str, **params) -> GameInfo:
-    """``(obs_size, num_actions, supports_exact)`` of a game, cheaply (no environments built)."""
+    """``(obs_size, num_actions, supports_exact, obs_shape, channels_last)`` of a game, cheaply
+    (no environments built)."""
     if name == "matrix":
         if "payoff" not in params:
             raise ValueError('game "matrix" needs a payoff=[[...], ...] parameter')
@@ -108,21 +112,24 @@ def game_info(name: str, **params) -> GameInfo:
         shape = np.asarray(params["payoff"], dtype=float).shape
         if len(shape) != 2:
             raise ValueError(f"payoff must be a 2-D matrix, got shape {shape}")
-        return GameInfo(obs_size=2, num_actions=int(max(shape)), supports_exact=MatrixGame.supports_exact)
+        return GameInfo(obs_size=2, num_actions=int(max(shape)), supports_exact=MatrixGame.supports_exact,
+                        obs_shape=(2,))
     if is_matrix_game(name):
         payoff, _ = KNOWN_GAMES[ALIASES.get(name, name)]
         return GameInfo(obs_size=2, num_actions=max(len(payoff), len(payoff[0])),
-                        supports_exact=MatrixGame.supports_exact)
+                        supports_exact=MatrixGame.supports_exact, obs_shape=(2,))
     from envs.custom import is_custom_game, make_custom_game
 
     if is_custom_game(name):
         game = make_custom_game(name, 1, seed=0, **params)
-        return GameInfo(obs_size=int(game.obs_size), num_actions=int(game.num_actions), supports_exact=False)
+        return GameInfo(obs_size=int(game.obs_size), num_actions=int(game.num_actions), supports_exact=False,
+                        obs_shape=tuple(int(d) for d in game.obs_shape), channels_last=bool(game.channels_last))
     if name.startswith("pettingzoo:"):
         from envs.pettingzoo import pettingzoo_info
 
-        return GameInfo(*pettingzoo_info(name, **params))
-    from envs.openspiel import load_two_player_zero_sum, supports_exact, uses_information_state
+        size, actions, shape, channels_last = pettingzoo_info(name, **params)
+        return GameInfo(size, actions, obs_shape=shape, channels_last=channels_last)
+    from envs.openspiel import load_two_player_zero_sum, state_tensor_shape, supports_exact, uses_information_state
 
     game = load_two_player_zero_sum(name, params or None)
     size = (
@@ -131,4 +138,5 @@ def game_info(name: str, **params) -> GameInfo:
         else game.observation_tensor_size()
     )
     return GameInfo(obs_size=int(size), num_actions=int(game.num_distinct_actions()),
-                    supports_exact=supports_exact(game, params or None))
+                    supports_exact=supports_exact(game, params or None),
+                    obs_shape=state_tensor_shape(game, int(size)))

@@ -45,6 +45,12 @@ class VectorGame:
       num_envs:     E
       num_actions:  size of the (shared) action space
       obs_size:     length of the flat float32 observation of one seat
+      obs_shape:    the layout of that observation: ``obs.reshape(n, *obs_shape)`` is
+                    exact (no reordering); ``(obs_size,)`` unless the game declares
+                    planes, e.g. (3, 6, 7) for OpenSpiel's Connect Four (``policy.net:
+                    conv`` builds on it)
+      channels_last: True when a 3-D ``obs_shape`` is (H, W, C) (PettingZoo's image
+                    convention) rather than (C, H, W) (OpenSpiel's)
       simultaneous: True when both seats act on every step
       supports_exact: True when policies' expected payoffs and exploitability
                     can be computed exactly (policies.exploitability) instead
@@ -57,6 +63,15 @@ class VectorGame:
     obs_size: int
     simultaneous: bool
     supports_exact: bool = False
+    channels_last: bool = False
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        return getattr(self, "_obs_shape", None) or (int(self.obs_size),)
+
+    @obs_shape.setter
+    def obs_shape(self, shape) -> None:
+        self._obs_shape = tuple(int(s) for s in shape)
 
     def reset(self, seed: int | None = None) -> None:
         raise NotImplementedError

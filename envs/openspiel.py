@@ -94,6 +94,19 @@ def state_tensor(game: pyspiel.Game):
     return lambda state, player: state.observation_tensor(player)
 
 
+def state_tensor_shape(game: pyspiel.Game, size: int) -> tuple[int, ...]:
+    """The layout OpenSpiel gives the :func:`state_tensor` (channels first, e.g. (3, 6, 7) for
+    Connect Four's player 0 / player 1 / empty planes), or ``(size,)`` when it gives none that
+    holds ``size`` numbers."""
+    try:
+        shape = (game.information_state_tensor_shape() if uses_information_state(game)
+                 else game.observation_tensor_shape())
+    except Exception:  # a game without a declared shape
+        return (int(size),)
+    shape = tuple(int(s) for s in shape)
+    return shape if shape and int(np.prod(shape)) == int(size) else (int(size),)
+
+
 def _make_observer(game: pyspiel.Game):
     """OpenSpiel observer writing the same tensor as :func:`state_tensor` into a
     reusable buffer (about 2-6x cheaper per call than building a list), or None."""
@@ -167,6 +180,7 @@ class OpenSpielGame(VectorGame):
         self.num_actions = self.game.num_distinct_actions()
         self._tensor = state_tensor(self.game)
         self.obs_size = len(self._tensor(self._first_decision_state(), 0))
+        self.obs_shape = state_tensor_shape(self.game, self.obs_size)
         self.simultaneous = self.game.get_type().dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS
         self._observer = _make_observer(self.game)
         # the pybind method itself: one Python frame less per observation

@@ -135,6 +135,14 @@ class PettingZooGame(VectorGame):
         self._seeded = False
         self.reset(seed)
         self.obs_size = int(self._obs.shape[1])
+        # The flat observation is the space's array in C order, so its shape is the space's:
+        # (H, W, C) for board games (connect_four_v3: rows, columns, own / opponent planes).
+        space = first.observation_space(self.agents[0])
+        shape = getattr(space["observation"] if hasattr(space, "spaces") and "observation" in space.spaces
+                        else space, "shape", None)
+        if shape and int(np.prod(shape)) == self.obs_size:
+            self.obs_shape = tuple(shape)
+            self.channels_last = len(shape) == 3
 
     # ------------------------------------------------------------------ reset
     def _env_seed(self, seed: int, e: int) -> int:
@@ -239,7 +247,7 @@ class PettingZooGame(VectorGame):
         return StepResult(done=done, returns=returns)
 
 
-def pettingzoo_info(name: str, **params) -> tuple[int, int]:
-    """(obs_size, num_actions) of a PettingZoo game (builds one environment)."""
+def pettingzoo_info(name: str, **params) -> tuple[int, int, tuple[int, ...], bool]:
+    """(obs_size, num_actions, obs_shape, channels_last) of a PettingZoo game (builds one environment)."""
     game = PettingZooGame(name, 1, params=params or None, seed=0)
-    return game.obs_size, game.num_actions
+    return game.obs_size, game.num_actions, game.obs_shape, game.channels_last

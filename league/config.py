@@ -170,8 +170,17 @@ class LeagueConfig:
 
 @dataclass
 class PolicyConfig:
+    """The learners' network (policies.net, docs/envs_policies.md): ``net`` is ``mlp``
+    (``hidden``, ``activation``), ``conv`` (a residual conv net over the game's
+    observation shape: ``channels``, ``blocks``) or ``"package.module:factory"``
+    (called with the network's spec and ``args``)."""
+
+    net: str = "mlp"
     hidden: list[int] = field(default_factory=lambda: [128, 128])
     activation: str = "tanh"
+    channels: int = 32
+    blocks: int = 2
+    args: dict[str, Any] = field(default_factory=dict)
 
 
 def _validate_placement(key: str, num_cpus: float, num_gpus: float, resources: dict, scheduling: str) -> None:
@@ -365,6 +374,12 @@ class Config:
             raise ConfigError("policy.hidden", f"must be a non-empty list of positive sizes, got {self.policy.hidden}")
         if self.policy.activation not in ("tanh", "relu"):
             raise ConfigError("policy.activation", f"must be tanh or relu, got {self.policy.activation!r}")
+        net = self.policy.net
+        module, sep, attr = net.partition(":")
+        if net not in ("mlp", "conv") and not (sep and module and attr):
+            raise ConfigError("policy.net", f"must be mlp, conv or 'package.module:factory', got {net!r}")
+        _positive("policy.channels", self.policy.channels)
+        _nonneg("policy.blocks", self.policy.blocks)
         for name in ("workers_per_learner", "envs_per_worker", "steps_per_batch", "max_inflight_batches",
                      "results_batch_size", "matches_per_request", "lanes"):
             _positive(f"rollout.{name}", getattr(self.rollout, name))

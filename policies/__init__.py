@@ -1,8 +1,9 @@
-"""torch side of the league: masked actor-critic nets, the PPO update, rollouts,
-snapshot blobs, and (in ``policies.exploitability``, which imports OpenSpiel)
-exact exploitability of a policy or a Nash mixture."""
+"""torch side of the league: masked actor-critic nets (MLP, residual conv, a user's
+module), the PPO update, rollouts, snapshot blobs, ONNX export (``policies.export``),
+and (in ``policies.exploitability``, which imports OpenSpiel) exact exploitability of
+a policy or a Nash mixture."""
 
-from policies.net import ActorCritic, PolicySpec
+from policies.net import ActorCritic, ConvActorCritic, PolicyNet, PolicyNetError, PolicySpec, build_policy
 from policies.ppo import PPOConfig, make_optimizer, ppo_update
 from policies.rollout import Rollout, collect_rollout
 from policies.snapshot import (
@@ -14,7 +15,11 @@ from policies.snapshot import (
 
 __all__ = [
     "ActorCritic",
+    "ConvActorCritic",
+    "PolicyNet",
+    "PolicyNetError",
     "PolicySpec",
+    "build_policy",
     "PPOConfig",
     "make_optimizer",
     "ppo_update",

@@ -1,15 +1,27 @@
-"""Masked actor-critic MLP, in the style of CleanRL's ``ppo.py``.
+"""Masked actor-critic networks: the MLP of CleanRL's ``ppo.py``, a small
+residual convolutional net (AlphaZero's torso), and a user's own module.
 
-A shared MLP trunk feeds a policy head (logits over the game's action space)
-and a value head. Illegal actions get a logit of ``ILLEGAL_LOGIT`` before the
-softmax, which makes their probability exactly 0.0 in float32 (exp underflows),
-while a row with no legal action at all (a seat that does not move) stays a
-finite uniform distribution instead of NaN.
+Every network is a :class:`PolicyNet`: a module whose ``forward(obs, mask)``
+returns masked logits (B, A) and values (B,); sampling, probabilities and the
+PPO loss inputs come from the base class, so a user's module only has to
+provide ``forward`` (``net: "package.module:factory"``, docs/envs_policies.md).
+Illegal actions get a logit of ``ILLEGAL_LOGIT`` before the softmax, which
+makes their probability exactly 0.0 in float32 (exp underflows), while a row
+with no legal action at all (a seat that does not move) stays a finite uniform
+distribution instead of NaN.
+
+Observations are flat (B, obs_size) float32 everywhere (rollouts, the wire, the
+store); a net that wants the game's layout reshapes them to ``spec.obs_shape``.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import importlib
+import inspect
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,43 +30,92 @@ from torch import nn
 ILLEGAL_LOGIT = -1e9
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU}
+SHIPPED_NETS = ("mlp", "conv")
+
+
+class PolicyNetError(ValueError):
+    """A network spec that cannot be built; ``key`` names the ``policy.*`` config key at fault."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(f"{key}: {message}")
+        self.key = key
 
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """Shape of an :class:`ActorCritic`; plain types only, so it travels in a
-    snapshot blob and rebuilds the same network anywhere."""
+    """Which network and of what shape; plain types only, so it travels in a
+    snapshot blob and rebuilds the same network anywhere.
+
+    ``net`` is ``"mlp"`` (``hidden``, ``activation``), ``"conv"`` (``channels``,
+    ``blocks``) or ``"package.module:factory"`` (called with the spec; ``args``
+    are its extra keyword arguments). ``obs_shape`` is the layout of one flat
+    observation (``obs.reshape(B, *obs_shape)`` is exact), ``(obs_size,)`` for a
+    flat game; ``channels_last`` says a 3-D shape is (H, W, C) rather than (C, H, W).
+    """
 
     obs_size: int
     num_actions: int
     hidden: tuple[int, ...] = (128, 128)
     activation: str = "tanh"
+    net: str = "mlp"
+    obs_shape: tuple[int, ...] = ()
+    channels_last: bool = False
+    channels: int = 32
+    blocks: int = 2
+    args: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+        shape = tuple(int(s) for s in self.obs_shape) or (int(self.obs_size),)
+        object.__setattr__(self, "obs_shape", shape)
+        object.__setattr__(self, "args", dict(self.args or {}))
         if int(self.obs_size) < 1 or int(self.num_actions) < 1:
             raise ValueError(f"obs_size and num_actions must be >= 1, got {self.obs_size}, {self.num_actions}")
+        if any(s < 1 for s in shape) or math.prod(shape) != int(self.obs_size):
+            raise ValueError(f"obs_shape {shape} does not hold obs_size={self.obs_size} numbers")
         if any(h < 1 for h in self.hidden):
-            raise ValueError(f"hidden sizes must be >= 1, got {self.hidden}")
+            raise PolicyNetError("policy.hidden", f"hidden sizes must be >= 1, got {self.hidden}")
         if self.activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {self.activation!r}")
+            raise PolicyNetError("policy.activation", f"must be one of {sorted(_ACTIVATIONS)}, got {self.activation!r}")
+        if not isinstance(self.net, str) or not (self.net in SHIPPED_NETS or _factory_path(self.net)):
+            raise PolicyNetError("policy.net", f"must be mlp, conv or 'package.module:factory', got {self.net!r}")
+        if int(self.channels) < 1 or int(self.blocks) < 0:
+            raise PolicyNetError("policy.channels", f"conv needs channels >= 1 and blocks >= 0, got "
+                                                    f"{self.channels}, {self.blocks}")
+
+    def __hash__(self) -> int:  # args is a dict: hash the plain-data form
+        return hash(json.dumps(self.to_dict(), sort_keys=True))
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["hidden"] = list(self.hidden)
+        d["obs_shape"] = list(self.obs_shape)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "PolicySpec":
+        """Inverse of :meth:`to_dict`; a dict without ``net`` (a blob written before there was a
+        choice of network) is the MLP it always was."""
         return cls(
             obs_size=int(d["obs_size"]),
             num_actions=int(d["num_actions"]),
             hidden=tuple(d.get("hidden", (128, 128))),
             activation=str(d.get("activation", "tanh")),
+            net=str(d.get("net", "mlp")),
+            obs_shape=tuple(d.get("obs_shape", ())),
+            channels_last=bool(d.get("channels_last", False)),
+            channels=int(d.get("channels", 32)),
+            blocks=int(d.get("blocks", 2)),
+            args=dict(d.get("args") or {}),
         )
 
 
-def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
+def _factory_path(net: str) -> bool:
+    module, sep, attr = net.partition(":")
+    return bool(sep and module and attr)
+
+
+def layer_init(layer: nn.Module, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Module:
     """Orthogonal weights, constant bias (CleanRL; Engstrom et al. 2020 found
     this matters for PPO)."""
     nn.init.orthogonal_(layer.weight, std)
@@ -68,39 +129,26 @@ def _as_tensor(x, dtype) -> torch.Tensor:
     return torch.as_tensor(np.asarray(x), dtype=dtype)
 
 
-class ActorCritic(nn.Module):
-    """MLP trunk + policy head (std 0.01, so the initial policy is near uniform
-    over legal actions) + value head (std 1)."""
+class PolicyNet(nn.Module):
+    """The actor-critic interface the league uses (learners, rollouts, Serve, the API,
+    evaluators, exploitability, export).
 
-    def __init__(self, spec: PolicySpec):
-        super().__init__()
-        self.spec = spec
-        act = _ACTIVATIONS[spec.activation]
-        layers: list[nn.Module] = []
-        width = spec.obs_size
-        for h in spec.hidden:
-            layers += [nn.Linear(width, h), act()]
-            width = h
-        self.trunk = nn.Sequential(*layers)
-        self.policy_head = nn.Linear(width, spec.num_actions)
-        self.value_head = nn.Linear(width, 1)
-        self.reset_parameters()
+    A subclass sets ``self.spec`` and implements ``forward(obs (B, obs_size) float32,
+    mask (B, A) bool) -> (logits (B, A) with ILLEGAL_LOGIT on illegal actions,
+    values (B,))``; this class derives ``distribution``, ``evaluate_actions``,
+    ``probs``, ``act`` and ``reset_parameters`` from it.
+    """
+
+    spec: PolicySpec
 
     def reset_parameters(self) -> None:
-        """Fresh orthogonal initialization of every layer (exploiter reset)."""
-        for m in self.trunk:
-            if isinstance(m, nn.Linear):
-                layer_init(m)
-        layer_init(self.policy_head, std=0.01)
-        layer_init(self.value_head, std=1.0)
+        """Fresh initialization (an exploiter's reset): every submodule's own
+        ``reset_parameters``."""
+        for m in self.modules():
+            if m is not self and hasattr(m, "reset_parameters"):
+                m.reset_parameters()
 
     # ----------------------------------------------------------------- torch
-    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Masked logits (B, A) and values (B,)."""
-        z = self.trunk(obs)
-        logits = self.policy_head(z).masked_fill(~mask, ILLEGAL_LOGIT)
-        return logits, self.value_head(z).squeeze(-1)
-
     def distribution(self, obs, mask) -> torch.distributions.Categorical:
         logits, _ = self(_as_tensor(obs, torch.float32), _as_tensor(mask, torch.bool))
         return torch.distributions.Categorical(logits=logits, validate_args=False)
@@ -142,6 +190,196 @@ class ActorCritic(nn.Module):
         return actions.numpy().astype(np.int64), logp.numpy().astype(np.float32), value.numpy().astype(np.float32)
 
 
+class ActorCritic(PolicyNet):
+    """``net: mlp``: MLP trunk + policy head (std 0.01, so the initial policy is
+    near uniform over legal actions) + value head (std 1)."""
+
+    def __init__(self, spec: PolicySpec):
+        super().__init__()
+        self.spec = spec
+        act = _ACTIVATIONS[spec.activation]
+        layers: list[nn.Module] = []
+        width = spec.obs_size
+        for h in spec.hidden:
+            layers += [nn.Linear(width, h), act()]
+            width = h
+        self.trunk = nn.Sequential(*layers)
+        self.policy_head = nn.Linear(width, spec.num_actions)
+        self.value_head = nn.Linear(width, 1)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Fresh orthogonal initialization of every layer (exploiter reset)."""
+        for m in self.trunk:
+            if isinstance(m, nn.Linear):
+                layer_init(m)
+        layer_init(self.policy_head, std=0.01)
+        layer_init(self.value_head, std=1.0)
+
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Masked logits (B, A) and values (B,)."""
+        z = self.trunk(obs)
+        logits = self.policy_head(z).masked_fill(~mask, ILLEGAL_LOGIT)
+        return logits, self.value_head(z).squeeze(-1)
+
+
+class _ResidualBlock(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + self.conv2(torch.relu(self.conv1(x))))
+
+
+class ConvActorCritic(PolicyNet):
+    """``net: conv``: the residual tower of AlphaZero (Silver et al. 2017, "Mastering
+    the game of Go without human knowledge"; 2018, "A general reinforcement learning
+    algorithm that masters chess, shogi, and Go through self-play"), scaled down: a
+    3x3 convolution stem to ``channels``, ``blocks`` residual blocks of two 3x3
+    convolutions, then a policy head (1x1 conv to 2 planes, linear to the actions)
+    and a value head (1x1 conv to 1 plane, linear, ReLU, linear).
+
+    No batch normalization: rollout workers act with the net in eval mode while the
+    learner trains it, and batch statistics would make the two differ, so PPO's
+    probability ratio would not start at 1. The value has no tanh: returns are the
+    game's, not confined to [-1, 1].
+    """
+
+    def __init__(self, spec: PolicySpec):
+        super().__init__()
+        self.spec = spec
+        shape = spec.obs_shape
+        if len(shape) not in (2, 3):
+            raise PolicyNetError("policy.net", f"conv needs a game with a 2-D or 3-D observation shape; this game's "
+                                               f"is {shape} (flat): use mlp")
+        if len(shape) == 2:
+            c, h, w = 1, shape[0], shape[1]
+        elif spec.channels_last:
+            h, w, c = shape
+        else:
+            c, h, w = shape
+        self.planes = (c, h, w)
+        ch = spec.channels
+        self.stem = nn.Conv2d(c, ch, 3, padding=1)
+        self.tower = nn.Sequential(*[_ResidualBlock(ch) for _ in range(spec.blocks)])
+        self.policy_conv = nn.Conv2d(ch, 2, 1)
+        self.policy_head = nn.Linear(2 * h * w, spec.num_actions)
+        self.value_conv = nn.Conv2d(ch, 1, 1)
+        self.value_hidden = nn.Linear(h * w, ch)
+        self.value_head = nn.Linear(ch, 1)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                m.reset_parameters()
+        layer_init(self.value_hidden)
+        layer_init(self.policy_head, std=0.01)
+        layer_init(self.value_head, std=1.0)
+
+    def planes_of(self, obs: torch.Tensor) -> torch.Tensor:
+        """Flat (B, obs_size) observations as (B, C, H, W) planes."""
+        x = obs.reshape(obs.shape[0], *self.spec.obs_shape)
+        if len(self.spec.obs_shape) == 2:
+            return x.unsqueeze(1)
+        return x.permute(0, 3, 1, 2) if self.spec.channels_last else x
+
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        z = self.tower(torch.relu(self.stem(self.planes_of(obs))))
+        p = torch.relu(self.policy_conv(z)).flatten(1)
+        logits = self.policy_head(p).masked_fill(~mask, ILLEGAL_LOGIT)
+        v = torch.relu(self.value_hidden(torch.relu(self.value_conv(z)).flatten(1)))
+        return logits, self.value_head(v).squeeze(-1)
+
+
+class FactoryNet(PolicyNet):
+    """``net: "package.module:factory"``: the module ``factory(spec, **spec.args)``
+    returns, behind the :class:`PolicyNet` interface.
+
+    The user's module needs only ``forward(obs (B, obs_size), mask (B, A) bool) ->
+    (logits (B, A), values (B,) or (B, 1))``; the logits are masked here again, so
+    illegal actions have probability exactly 0 whatever the module does with the mask.
+    """
+
+    def __init__(self, spec: PolicySpec):
+        super().__init__()
+        self.spec = spec
+        factory = resolve_factory(spec.net)
+        try:
+            inspect.signature(factory).bind(spec, **spec.args)
+        except TypeError as exc:
+            raise PolicyNetError("policy.args", f"{spec.net} does not take (spec, **{spec.args}) ({exc})") from None
+        except ValueError:  # no signature (a builtin): call and see
+            pass
+        try:
+            body = factory(spec, **spec.args)
+        except Exception as exc:
+            raise PolicyNetError("policy.args" if spec.args else "policy.net",
+                                 f"{spec.net}(spec, **{spec.args}) failed ({type(exc).__name__}: {exc})") from None
+        if not isinstance(body, nn.Module):
+            raise PolicyNetError("policy.net", f"{spec.net} returned a {type(body).__name__}, not a torch.nn.Module")
+        self.body = body
+        self._check_interface()
+
+    def _check_interface(self) -> None:
+        """One forward pass on two rows: wrong shapes fail here, at build time, not in a replica."""
+        obs = torch.zeros((2, self.spec.obs_size))
+        mask = torch.ones((2, self.spec.num_actions), dtype=torch.bool)
+        training = self.body.training
+        try:
+            self.body.eval()  # the probe must not move a normalization layer's running statistics
+            with torch.no_grad():
+                logits, value = self.body(obs, mask)
+        except Exception as exc:
+            raise PolicyNetError("policy.net", f"{self.spec.net}: forward(obs, mask) must return (logits, values); "
+                                               f"it failed on a (2, {self.spec.obs_size}) batch "
+                                               f"({type(exc).__name__}: {str(exc)[:200]})") from None
+        finally:
+            self.body.train(training)
+        if not (isinstance(logits, torch.Tensor) and logits.shape == (2, self.spec.num_actions)):
+            raise PolicyNetError("policy.net", f"{self.spec.net}: logits must have shape (B, {self.spec.num_actions}), "
+                                               f"got {getattr(logits, 'shape', type(logits).__name__)}")
+        if not (isinstance(value, torch.Tensor) and tuple(value.shape) in ((2,), (2, 1))):
+            raise PolicyNetError("policy.net", f"{self.spec.net}: values must have shape (B,) or (B, 1), "
+                                               f"got {getattr(value, 'shape', type(value).__name__)}")
+
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits, value = self.body(obs, mask)
+        return logits.masked_fill(~mask, ILLEGAL_LOGIT), value.reshape(-1)
+
+
+def resolve_factory(path: str):
+    """The callable that ``"package.module:factory"`` names; PolicyNetError otherwise."""
+    module_name, _, attr = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or the module's own error on import
+        raise PolicyNetError("policy.net", f"cannot import {module_name!r} ({type(exc).__name__}: {exc})") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise PolicyNetError("policy.net", f"{module_name!r} has no callable {attr!r}")
+    return factory
+
+
+def build_policy(spec: PolicySpec) -> PolicyNet:
+    """The network ``spec`` describes, freshly initialized (PolicyNetError if it cannot be built)."""
+    if spec.net == "mlp":
+        return ActorCritic(spec)
+    if spec.net == "conv":
+        return ConvActorCritic(spec)
+    return FactoryNet(spec)
+
+
+def policy_spec(policy_cfg, obs_size: int, num_actions: int, obs_shape=(), channels_last: bool = False) -> PolicySpec:
+    """The :class:`PolicySpec` of a config's ``policy:`` section for a game of this shape."""
+    return PolicySpec(obs_size=obs_size, num_actions=num_actions, hidden=tuple(policy_cfg.hidden),
+                      activation=policy_cfg.activation, net=policy_cfg.net, obs_shape=tuple(obs_shape or ()),
+                      channels_last=bool(channels_last), channels=policy_cfg.channels, blocks=policy_cfg.blocks,
+                      args=dict(policy_cfg.args))
+
+
 def sample_rows(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One action per row of ``probs`` (B, A) by inverse CDF, one uniform per row;
     never an action of probability 0."""
@@ -170,7 +408,7 @@ def size_buckets(sizes: list[int], max_waste: float = 2.0) -> list[list[int]]:
 
 
 @torch.inference_mode()
-def stacked_probs(models: list[ActorCritic], obs: list[np.ndarray], masks: list[np.ndarray]) -> list[np.ndarray]:
+def stacked_probs(models: list[PolicyNet], obs: list[np.ndarray], masks: list[np.ndarray]) -> list[np.ndarray]:
     """Action probabilities of several policies, each on its own batch, in few passes.
 
     Policies of one spec (every snapshot of a league) are evaluated together:
@@ -178,9 +416,9 @@ def stacked_probs(models: list[ActorCritic], obs: list[np.ndarray], masks: list[
     policies cost a few batched matrix products instead of G forward passes.
     Batches of very different sizes go in separate stacks (``size_buckets``),
     so padding never more than doubles the work; policies of different specs
-    fall back to one pass each.
+    fall back to one pass each, and so do conv and user nets (``stacked_mlp``).
     """
-    if len(models) == 1 or len({m.spec for m in models}) > 1:
+    if len(models) == 1 or len({m.spec for m in models}) > 1 or not all(stacked_mlp(m) for m in models):
         return [m.probs(o, k) for m, o, k in zip(models, obs, masks)]
     out: list[np.ndarray] = [None] * len(models)  # type: ignore[list-item]
     for bucket in size_buckets([len(o) for o in obs]):
@@ -192,6 +430,12 @@ def stacked_probs(models: list[ActorCritic], obs: list[np.ndarray], masks: list[
                                          [masks[i] for i in bucket])):
             out[i] = p
     return out
+
+
+def stacked_mlp(model: PolicyNet) -> bool:
+    """Whether ``model`` can join a stacked pass: an MLP (its layers stack into batched matrix
+    products); a conv or user net runs its own forward."""
+    return type(model) is ActorCritic
 
 
 def _stacked(models: list[ActorCritic], obs: list[np.ndarray], masks: list[np.ndarray]) -> list[np.ndarray]:
@@ -217,7 +461,7 @@ def _stacked(models: list[ActorCritic], obs: list[np.ndarray], masks: list[np.nd
     return [probs[g, :sizes[g]] for g in range(G)]
 
 
-def stacked_act(models: list[ActorCritic], obs: list[np.ndarray], masks: list[np.ndarray],
+def stacked_act(models: list[PolicyNet], obs: list[np.ndarray], masks: list[np.ndarray],
                 rng: np.random.Generator) -> list[np.ndarray]:
     """Sampled actions of several policies, each on its own batch (``stacked_probs``)."""
     probs = stacked_probs(models, obs, masks)

@@ -1,6 +1,8 @@
 """Policy and learner-state blobs for the league's SQLite store.
 
-A blob is ``torch.save`` of a dict of plain types and tensors, and is read back
+A blob is ``torch.save`` of a dict of plain types and tensors: the network's
+:class:`~policies.net.PolicySpec` as data (``mlp``, ``conv`` or a factory's
+``"package.module:factory"`` path, with its arguments) and its state dict, and is read back
 with ``torch.load(..., weights_only=True)``: loading never runs pickle on
 untrusted bytes. Every blob carries a ``format`` tag and a version, so a foreign
 or corrupt blob is refused with a ValueError instead of half-loading.
@@ -14,7 +16,7 @@ from typing import Any, Callable
 
 import torch
 
-from policies.net import ActorCritic, PolicySpec
+from policies.net import PolicyNet, PolicySpec, build_policy
 
 POLICY_FORMAT = "nash-league/policy"
 LEARNER_FORMAT = "nash-league/learner"
@@ -54,18 +56,20 @@ def _load(blob: bytes, expected_format: str) -> dict:
     return payload
 
 
-def _model_from(payload: dict, what: str) -> ActorCritic:
+def _model_from(payload: dict, what: str) -> PolicyNet:
+    """The network a blob names (``spec``: kind, factory path, arguments, shapes), rebuilt from
+    that data and loaded with its state dict; no code travels in the blob."""
     try:
         spec = PolicySpec.from_dict(payload["spec"])
-        model = ActorCritic(spec)
+        model = build_policy(spec)
         model.load_state_dict(payload["state_dict"], strict=True)
     except Exception as exc:
-        raise ValueError(f"{what} blob does not describe a valid ActorCritic: {str(exc)[:300]}") from None
+        raise ValueError(f"{what} blob does not describe a network this process can build: {str(exc)[:300]}") from None
     model.eval()
     return model
 
 
-def policy_to_bytes(model: ActorCritic) -> bytes:
+def policy_to_bytes(model: PolicyNet) -> bytes:
     """Parameters and the :class:`PolicySpec` (plain types) of ``model``."""
     return _save({
         "format": POLICY_FORMAT,
@@ -75,14 +79,25 @@ def policy_to_bytes(model: ActorCritic) -> bytes:
     })
 
 
-def policy_from_bytes(blob: bytes) -> ActorCritic:
+def snapshot_spec(blob: bytes) -> PolicySpec:
+    """The :class:`PolicySpec` a policy blob records, read without building the network (nothing is
+    imported): what a loader checks before trusting a file from elsewhere to name a factory."""
+    try:
+        return PolicySpec.from_dict(_load(blob, POLICY_FORMAT)["spec"])
+    except ValueError:
+        raise
+    except Exception as exc:
+        raise ValueError(f"{POLICY_FORMAT} blob has no valid spec: {str(exc)[:300]}") from None
+
+
+def policy_from_bytes(blob: bytes) -> PolicyNet:
     """Rebuild the network of a :func:`policy_to_bytes` blob (in eval mode).
     Raises ValueError on a corrupt or foreign blob."""
     return _model_from(_load(blob, POLICY_FORMAT), POLICY_FORMAT)
 
 
-def learner_state_to_bytes(model: ActorCritic, optimizer: torch.optim.Optimizer | None = None,
-                           extra: dict | None = None, magnet: ActorCritic | None = None) -> bytes:
+def learner_state_to_bytes(model: PolicyNet, optimizer: torch.optim.Optimizer | None = None,
+                           extra: dict | None = None, magnet: PolicyNet | None = None) -> bytes:
     """A learner checkpoint: parameters, spec, optimizer state, the magnet's
     parameters (magnet-regularised PPO, ``policies.ppo``) and ``extra`` (plain
     types: ints, floats, strings, lists, dicts, e.g. version and step counters)."""
@@ -97,7 +112,7 @@ def learner_state_to_bytes(model: ActorCritic, optimizer: torch.optim.Optimizer 
     })
 
 
-def learner_magnet_from_bytes(blob: bytes) -> ActorCritic | None:
+def learner_magnet_from_bytes(blob: bytes) -> PolicyNet | None:
     """The magnet saved in a learner checkpoint, or None when it has none."""
     payload = _load(blob, LEARNER_FORMAT)
     if payload.get("magnet") is None:
@@ -142,7 +157,7 @@ class SnapshotCache:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity = int(capacity)
         self.fetch = fetch
-        self._entries: OrderedDict[str, tuple[ActorCritic, dict[str, Any]]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[PolicyNet, dict[str, Any]]] = OrderedDict()
         self.loads = 0  # snapshots loaded (misses)
 
     def __contains__(self, agent_id: str) -> bool:
@@ -151,7 +166,7 @@ class SnapshotCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def lookup(self, agent_id: str) -> ActorCritic | None:
+    def lookup(self, agent_id: str) -> PolicyNet | None:
         """The cached policy (now the most recently used), or None."""
         entry = self._entries.get(agent_id)
         if entry is None:
@@ -159,7 +174,7 @@ class SnapshotCache:
         self._entries.move_to_end(agent_id)
         return entry[0]
 
-    def put(self, agent_id: str, model: ActorCritic) -> ActorCritic:
+    def put(self, agent_id: str, model: PolicyNet) -> PolicyNet:
         model.eval()
         self._entries[agent_id] = (model, {})
         self._entries.move_to_end(agent_id)
@@ -167,12 +182,12 @@ class SnapshotCache:
             self._entries.popitem(last=False)
         return model
 
-    def load(self, agent_id: str, blob: bytes) -> ActorCritic:
+    def load(self, agent_id: str, blob: bytes) -> PolicyNet:
         """Load a snapshot blob (``weights_only``; ValueError if it is not one) and cache it."""
         self.loads += 1
         return self.put(agent_id, policy_from_bytes(blob))
 
-    def get(self, agent_id: str) -> ActorCritic:
+    def get(self, agent_id: str) -> PolicyNet:
         """The policy of ``agent_id``, fetched and loaded on a miss (the fetch's errors propagate)."""
         model = self.lookup(agent_id)
         if model is not None:
@@ -181,7 +196,7 @@ class SnapshotCache:
             raise KeyError(f"snapshot {agent_id!r} is not cached and this cache has no fetch")
         return self.load(agent_id, self.fetch(agent_id))
 
-    def derived(self, agent_id: str, name: str, compute: Callable[[ActorCritic], Any]) -> Any:
+    def derived(self, agent_id: str, name: str, compute: Callable[[PolicyNet], Any]) -> Any:
         """``compute(policy)`` memoized in the snapshot's entry (snapshots are frozen)."""
         model = self.get(agent_id)
         extras = self._entries[agent_id][1]

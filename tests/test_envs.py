@@ -172,7 +172,7 @@ def test_simultaneous_openspiel_game_moves_both_seats():
 def test_game_info_matches_the_built_game(name):
     game = make_game(name, 2, seed=0)
     info = game_info(name)
-    assert info == GameInfo(game.obs_size, game.num_actions, game.supports_exact)
+    assert info == GameInfo(game.obs_size, game.num_actions, game.supports_exact, game.obs_shape, game.channels_last)
     obs, mask = game.observe(0)
     assert obs.shape == (2, info.obs_size) and obs.dtype == np.float32
     assert mask.shape == (2, info.num_actions) and mask.dtype == bool

@@ -35,7 +35,8 @@ def play_random(game, rng, steps):
 
 def test_holdem_shapes_masks_and_info():
     game = make_game(HOLDEM, 8, seed=0)
-    assert (game.obs_size, game.num_actions, game.supports_exact) == (72, 4, False) == tuple(game_info(HOLDEM))
+    assert (game.obs_size, game.num_actions, game.supports_exact) == (72, 4, False) == tuple(game_info(HOLDEM))[:3]
+    assert game.obs_shape == game_info(HOLDEM).obs_shape == (72,)
     movers = game.movers()
     for s in (0, 1):
         obs, mask = game.observe(s)
