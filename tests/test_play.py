@@ -1,6 +1,7 @@
-"""Play sessions against the Nash policy (serve/play.py): bounds, expiry, illegal moves, whole games.
+"""Play sessions against the Nash policy (serve/play.py): bounds, expiry, illegal moves, whole games, and the
+text and named actions of games with no drawn board.
 
-Real OpenSpiel games and a real (untrained) policy network; no Ray."""
+Real OpenSpiel, PettingZoo and matrix games and a real (untrained) policy network; no Ray."""
 
 import numpy as np
 import pytest
