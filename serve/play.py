@@ -81,7 +81,8 @@ def playable(game_name: str, params: dict | None = None) -> bool:
 
 
 def _sequential_openspiel(game_name: str, params: dict | None):
-    """The OpenSpiel game, when ``game_name`` is a sequential one (played on its own states), else None."""
+    """The OpenSpiel game, when ``game_name`` is a sequential one (played on its own states), else None
+    (any other game ``envs.make_game`` builds: matrix, PettingZoo, a user's ``VectorGame``)."""
     from envs import is_matrix_game
     from envs.pettingzoo import is_pettingzoo_game
 
@@ -91,7 +92,10 @@ def _sequential_openspiel(game_name: str, params: dict | None):
 
     from envs.openspiel import load_two_player_zero_sum
 
-    game = load_two_player_zero_sum(game_name, params)
+    try:
+        game = load_two_player_zero_sum(game_name, params)
+    except ValueError:  # not OpenSpiel's
+        return None
     return game if game.get_type().dynamics == pyspiel.GameType.Dynamics.SEQUENTIAL else None
 
 
