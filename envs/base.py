@@ -93,6 +93,23 @@ class VectorGame:
         illegal action."""
         raise NotImplementedError
 
+    def render_text(self, env: int) -> str:
+        """Environment ``env`` as text a person can read (the league page shows it for games it
+        has no drawn board for). Games override it; this default names the seats to move and
+        the observation of each, which is all the protocol knows. A turn-based game's text may
+        show what the seat to move sees (its private cards too): callers show it to that seat."""
+        movers = self.movers()[env]
+        lines = []
+        for seat in np.flatnonzero(movers).tolist():
+            obs = self.observe(seat, np.array([env]))[0][0]
+            lines.append(f"seat {seat} to move; its observation: " + " ".join(f"{x:g}" for x in obs.tolist()))
+        return "\n".join(lines)
+
+    def action_name(self, env: int, action: int) -> str:
+        """The name of ``action`` for the seat to move in environment ``env`` (its label on the
+        league page's buttons and in a game's history); the action id where the game names none."""
+        return str(action)
+
     def _observed_envs(self, seat: int, envs) -> np.ndarray:
         """The environment indices ``observe`` was asked for (all when None), checked, with
         ``seat``; ValueError on a bad seat or an index out of range."""

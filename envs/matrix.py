@@ -50,6 +50,12 @@ KNOWN_GAMES: dict[str, tuple[list[list[float]], MatrixNash]] = {
     ),
 }
 ALIASES = {"rps": "rock_paper_scissors"}
+# the actions of the known games, by name (a user-given matrix has numbered actions)
+ACTION_NAMES: dict[str, tuple[str, ...]] = {
+    "rock_paper_scissors": ("rock", "paper", "scissors"),
+    "biased_rps": ("rock", "paper", "scissors"),
+    "matching_pennies": ("heads", "tails"),
+}
 
 
 class MatrixGame(VectorGame):
@@ -113,6 +119,22 @@ class MatrixGame(VectorGame):
         y = np.asarray(opponent_mix, dtype=np.float64)
         values = self.payoff @ y if seat == 0 else -(y @ self.payoff)
         return np.flatnonzero(np.isclose(values, values.max()))
+
+    # ---------------------------------------------------------------- text
+    def action_name(self, env: int, action: int) -> str:
+        """The action's name in a known game (``ACTION_NAMES``), else its index."""
+        names = ACTION_NAMES.get(self.name, ())
+        return names[action] if 0 <= action < len(names) else str(action)
+
+    def render_text(self, env: int) -> str:
+        """The rules as text: both seats choose at once, and the payoff table to seat 0 (rows)."""
+        rows, cols = self.payoff.shape
+        head = [""] + [self.action_name(env, j) for j in range(cols)]
+        body = [[self.action_name(env, i)] + [f"{v:g}" for v in self.payoff[i]] for i in range(rows)]
+        width = max(len(c) for line in [head, *body] for c in line)
+        table = "\n".join(" ".join(c.rjust(width) for c in line) for line in [head, *body])
+        return (f"{self.name}: both seats choose at once; seat 0 picks a row, seat 1 a column, "
+                f"and seat 0 wins what the table says (seat 1 loses it)\n{table}")
 
     # ---------------------------------------------------------------- protocol
     def reset(self, seed: int | None = None) -> None:

@@ -300,6 +300,18 @@ class OpenSpielGame(VectorGame):
         """Actions (chance included) of environment e's current episode so far."""
         return list(self._states[e].history())
 
+    def render_text(self, env: int) -> str:
+        """OpenSpiel's own text of environment ``env``'s state (``str(state)``): the whole
+        state, hidden cards included."""
+        return str(self._states[env])
+
+    def action_name(self, env: int, action: int) -> str:
+        """OpenSpiel's ``action_to_string`` for the player to move in environment ``env``
+        (seat 0 where both seats move at once)."""
+        state = self._states[env]
+        player = state.current_player()
+        return state.action_to_string(player if player >= 0 else 0, int(action))
+
     # ------------------------------------------------------------------- step
     def _validate(self, actions) -> np.ndarray:
         acts = self._integer_actions(actions)

@@ -204,6 +204,40 @@ class PettingZooGame(VectorGame):
             obs[i] = self._observe(int(idx[i]), seat)[0]
         return obs, self._cur_mask[idx] & moving[:, None]
 
+    # ------------------------------------------------------------------- text
+    def render_text(self, env: int) -> str:
+        """Environment ``env`` as text: the environment's own ``render_text`` where it has one, its
+        ANSI rendering when it was built
+        with ``render_mode="ansi"`` (a game parameter); for RLCard's card games (hold'em, Leduc)
+        what the agent to move sees, its hand, the public cards and the chips each agent has
+        put in; else the protocol's default (the mover's observation)."""
+        e = self.envs[env]
+        own = getattr(e.unwrapped, "render_text", None)
+        if callable(own):  # a user's environment that renders itself as text (render_text(env))
+            return str(own(0))
+        if getattr(e, "render_mode", None) == "ansi":
+            text = e.render()
+            if isinstance(text, str):
+                return text
+        engine = getattr(e, "env", None)  # RLCardBase keeps RLCard's environment here
+        if engine is not None and hasattr(engine, "get_state"):
+            seat = self._mover(env)
+            raw = engine.get_state(seat).get("raw_obs")
+            if isinstance(raw, dict) and "hand" in raw:
+                return _card_table(self.agents, seat, raw)
+        return super().render_text(env)
+
+    def action_name(self, env: int, action: int) -> str:
+        """The action's name where the game has one (the environment's own ``action_name``;
+        RLCard's games list theirs: hold'em's are Call, Raise, Fold, Check), else its index."""
+        own = getattr(self.envs[env].unwrapped, "action_name", None)
+        if callable(own):  # a user's environment that names its actions (action_name(env, action))
+            return str(own(0, int(action)))
+        names = getattr(getattr(self.envs[env], "env", None), "actions", None)
+        if isinstance(names, (list, tuple)) and 0 <= action < len(names) and isinstance(names[action], str):
+            return names[action].capitalize()
+        return str(action)
+
     # ------------------------------------------------------------------- step
     def _validate(self, actions) -> np.ndarray:
         acts = self._integer_actions(actions)
@@ -245,6 +279,28 @@ class PettingZooGame(VectorGame):
                 env.reset()
             self._refresh(e)
         return StepResult(done=done, returns=returns)
+
+
+_SUITS = {"S": "\u2660", "H": "\u2665", "D": "\u2666", "C": "\u2663"}
+
+
+def _card(code: str) -> str:
+    """RLCard's card code (suit then rank: "HT") as rank and suit symbol ("10\u2665")."""
+    if len(code) != 2 or code[0] not in _SUITS:
+        return code
+    return ("10" if code[1] == "T" else code[1]) + _SUITS[code[0]]
+
+
+def _card_table(agents: list[str], seat: int, raw: dict) -> str:
+    """What RLCard's card-game state ``raw`` shows the agent in ``seat``, as text."""
+    public = [_card(c) for c in raw.get("public_cards") or []]
+    lines = [f"{agents[seat]} to move",
+             f"hand: {' '.join(_card(c) for c in raw['hand'])}",
+             f"public cards: {' '.join(public) if public else '(none yet)'}"]
+    chips = raw.get("all_chips")
+    if chips is not None and len(chips) == len(agents):
+        lines.append("chips in the pot: " + ", ".join(f"{a} {c:g}" for a, c in zip(agents, chips)))
+    return "\n".join(lines)
 
 
 def pettingzoo_info(name: str, **params) -> tuple[int, int, tuple[int, ...], bool]:

@@ -91,7 +91,7 @@ class LeagueAPI:
         self.coordinator = coordinator
         self.game = {"name": game, "obs_size": obs_size, "num_actions": num_actions}
         self.cache = SnapshotCache(cache_size)
-        self.table = PlayTable(game, game_params, play_sessions, play_ttl_s) if playable(game) else None
+        self.table = PlayTable(game, game_params, play_sessions, play_ttl_s) if playable(game, game_params) else None
         self._nash: NashView | None = None
         self._nash_task: asyncio.Task | None = None
 
@@ -207,7 +207,7 @@ class LeagueAPI:
     # -- play against the Nash ------------------------------------------------------
     def _table(self) -> PlayTable:
         if self.table is None:
-            raise PlayError(f"{self.game['name']} cannot be played here (only sequential OpenSpiel games)", 404)
+            raise PlayError(f"{self.game['name']} cannot be played here (envs.make_game cannot build it)", 404)
         return self.table
 
     async def _play(self, request: Request, fn, *args, status: int = 200) -> Response:

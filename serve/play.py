@@ -1,16 +1,28 @@
-"""Games a person plays against the Nash policy, run on the server with OpenSpiel.
+"""Games a person plays against the Nash policy, run on the server.
 
-A play session holds one OpenSpiel state, the seat of the person and the one
-mixture member that plays the whole game for the league (sampled per game, as
-``/nash/act`` samples a member per episode). The member sees exactly what a
-league seat sees (``envs.openspiel.state_tensor``) and answers through an
-``Agent`` callable, so this module needs no Ray and no torch.
+A play session holds one game, the seat of the person and the one mixture member
+that plays the whole game for the league (sampled per game, as ``/nash/act``
+samples a member per episode). The member sees exactly what a league seat sees
+and answers through an ``Agent`` callable, so this module needs no Ray and no
+torch.
+
+Every game the league runs can be played. A sequential OpenSpiel game is held as
+an OpenSpiel state (the league's seat observes ``envs.openspiel.state_tensor``);
+any other game (PettingZoo, matrix, simultaneous OpenSpiel games) as a
+``VectorGame`` of one environment (``envs.make_game``), whose ``observe`` is what
+the league's seat sees, whose ``render_text`` is the text the person reads and
+whose ``action_name`` labels the actions. In a simultaneous-move game the league
+chooses from its own observation when the person moves, without seeing the
+person's action.
 
 The page that uses it holds no game rules: a session's view lists the legal
 actions with their labels and, for board games, which cells play which action;
-for card games it shows only the cards the person may see. Sessions are bounded
-in number and expire after ``ttl_s`` idle seconds, so no client can exhaust
-memory; a full table refuses new games (429) instead of evicting someone's game.
+for Kuhn poker it shows only the cards the person may see; for every other game
+a text: OpenSpiel's information-state (or observation) string of the person's
+seat, or the ``VectorGame``'s ``render_text`` as of the person's latest turn.
+Sessions are bounded in number and expire after ``ttl_s`` idle seconds, so no
+client can exhaust memory; a full table refuses new games (429) instead of
+evicting someone's game. Views are plain JSON values.
 
 Plain logic, unit-tested without Ray (tests/test_play.py).
 """
@@ -23,6 +35,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+
+from envs.base import NO_ACTION
+
+_ENV = np.zeros(1, dtype=np.int64)  # a VectorGame session's one environment, for observe()
 
 # (observation float32 (1, D), legal mask bool (1, A), rng) -> action
 Agent = Callable[[np.ndarray, np.ndarray, np.random.Generator], int]
@@ -49,23 +65,38 @@ class PlaySession:
     rng: np.random.Generator
     last_used: float
     history: list[dict] = field(default_factory=list)
+    returns: tuple[float, float] | None = None  # a VectorGame session's returns once its game ended
+    text: str = ""  # a VectorGame session's text as of the person's latest turn
 
 
-def playable(game_name: str) -> bool:
-    """Whether a game can be played here: a sequential two-player OpenSpiel game."""
-    from envs import is_matrix_game
+def playable(game_name: str, params: dict | None = None) -> bool:
+    """Whether a game can be played here: any game ``envs.make_game`` builds (every game the league runs)."""
+    from envs import make_game
 
-    if is_matrix_game(game_name):
+    try:
+        make_game(game_name, 1, seed=0, **dict(params or {}))
+    except (ValueError, TypeError):
         return False
+    return True
+
+
+def _sequential_openspiel(game_name: str, params: dict | None):
+    """The OpenSpiel game, when ``game_name`` is a sequential one (played on its own states), else None
+    (any other game ``envs.make_game`` builds: matrix, PettingZoo, a user's ``VectorGame``)."""
+    from envs import is_matrix_game
+    from envs.pettingzoo import is_pettingzoo_game
+
+    if is_matrix_game(game_name) or is_pettingzoo_game(game_name):
+        return None
     import pyspiel
 
     from envs.openspiel import load_two_player_zero_sum
 
     try:
-        game = load_two_player_zero_sum(game_name)
-    except ValueError:
-        return False
-    return game.get_type().dynamics == pyspiel.GameType.Dynamics.SEQUENTIAL
+        game = load_two_player_zero_sum(game_name, params)
+    except ValueError:  # not OpenSpiel's
+        return None
+    return game if game.get_type().dynamics == pyspiel.GameType.Dynamics.SEQUENTIAL else None
 
 
 class PlayTable:
@@ -73,13 +104,18 @@ class PlayTable:
 
     def __init__(self, game_name: str, params: dict | None = None, max_sessions: int = 256, ttl_s: float = 600.0,
                  clock: Callable[[], float] = time.monotonic):
-        from envs.openspiel import load_two_player_zero_sum, state_tensor
+        from envs import make_game
+        from envs.openspiel import state_tensor
 
         if max_sessions < 1 or ttl_s <= 0:
             raise ValueError("max_sessions must be >= 1 and ttl_s > 0")
         self.name = game_name.split("(")[0]
-        self.game = load_two_player_zero_sum(game_name, params)
-        self.tensor = state_tensor(self.game)
+        self.game_name, self.params = game_name, dict(params or {})
+        self.game = _sequential_openspiel(game_name, params)  # None: sessions hold a VectorGame
+        if self.game is not None:
+            self.tensor = state_tensor(self.game)
+        else:
+            make_game(game_name, 1, seed=0, **self.params)  # a ValueError now, not at the first game
         self.max_sessions = max_sessions
         self.ttl_s = ttl_s
         self.clock = clock
@@ -103,7 +139,13 @@ class PlayTable:
             raise PlayError(f"{self.max_sessions} games are in progress; try again in a few minutes", 429)
         sid = secrets.token_urlsafe(16)
         rng = np.random.default_rng(seed if seed is not None else secrets.randbits(64))
-        session = PlaySession(sid, self.game.new_initial_state(), seat, agent_id, agent, rng, self.clock())
+        if self.game is not None:
+            state = self.game.new_initial_state()
+        else:
+            from envs import make_game
+
+            state = make_game(self.game_name, 1, seed=int(rng.integers(2**63)), **self.params)
+        session = PlaySession(sid, state, seat, agent_id, agent, rng, self.clock())
         self._advance(session)
         self.sessions[sid] = session
         return self.view(sid)
@@ -124,16 +166,52 @@ class PlayTable:
     def move(self, sid: str, action: Any) -> dict:
         """The person plays ``action``; the league answers until it is the person's turn or the game ends."""
         s = self._session(sid)
-        if s.state.is_terminal():
+        if self._terminal(s):
             raise PlayError("the game is over; start a new one", 409)
         if type(action) is not int:
             raise PlayError("'action' must be an integer action id from 'legal_actions'", 422)
-        legal = s.state.legal_actions(s.human)
+        legal = self._legal(s)
         if action not in legal:
             raise PlayError(f"action {action} is not legal here; legal: {legal}", 422)
-        self._apply(s, action, "you")
+        if self.game is None:
+            self._step(s, action)
+        else:
+            self._apply(s, action, "you")
         self._advance(s)
         return self.view(sid)
+
+    def _terminal(self, s: PlaySession) -> bool:
+        return s.returns is not None if self.game is None else s.state.is_terminal()
+
+    def _legal(self, s: PlaySession) -> list[int]:
+        if self.game is not None:
+            return s.state.legal_actions(s.human)
+        return np.flatnonzero(s.state.observe(s.human, _ENV)[1][0]).tolist()
+
+    def _league_action(self, s: PlaySession) -> int:
+        """The league's action in a VectorGame session, from what its seat observes."""
+        obs, mask = s.state.observe(1 - s.human, _ENV)
+        action = int(s.agent(obs, mask, s.rng))
+        if not mask[0, action]:  # a policy masks illegal actions; never let a bug corrupt the game
+            raise RuntimeError(f"agent {s.agent_id} chose illegal action {action}")
+        return action
+
+    def _step(self, s: PlaySession, action: int | None) -> None:
+        """One step of a VectorGame session: the person's ``action`` (None: the league moves alone)
+        and, where the league's seat moves too, its action."""
+        g, league = s.state, 1 - s.human
+        acts = np.full((1, 2), NO_ACTION, dtype=np.int64)
+        moves = []
+        if action is not None:
+            acts[0, s.human] = action
+            moves.append(("you", action, g.action_name(0, action)))
+        if g.movers()[0, league]:
+            acts[0, league] = a = self._league_action(s)
+            moves.append(("league", a, g.action_name(0, a)))
+        result = g.step(acts)
+        s.history.extend({"by": by, "action": int(a), "label": label} for by, a, label in moves)
+        if result.done[0]:  # the game has already reset itself: keep only the returns
+            s.returns = (float(result.returns[0, 0]), float(result.returns[0, 1]))
 
     def _apply(self, s: PlaySession, action: int, by: str) -> None:
         label = s.state.action_to_string(s.state.current_player(), action)
@@ -142,6 +220,13 @@ class PlayTable:
 
     def _advance(self, s: PlaySession) -> None:
         """Resolve chance and play the league's moves until the person is to move or the game is over."""
+        if self.game is None:
+            while s.returns is None:
+                if s.state.movers()[0, s.human]:
+                    s.text = s.state.render_text(0)
+                    return
+                self._step(s, None)
+            return
         from envs.openspiel import sample_chance
 
         while not s.state.is_terminal():
@@ -161,6 +246,10 @@ class PlayTable:
     # -- what the person sees ---------------------------------------------------------
     def view(self, sid: str) -> dict:
         s = self._session(sid)
+        if self.game is None:
+            return self._text_view(s)
+        import pyspiel
+
         st = s.state
         terminal = st.is_terminal()
         out: dict[str, Any] = {
@@ -182,8 +271,29 @@ class PlayTable:
         elif self.name == "kuhn_poker":
             out["cards"] = self._cards(s)
         else:
-            out["text"] = (st.information_state_string(s.human) if self.game.get_type().provides_information_state_string
-                           else st.observation_string(s.human))
+            gtype = self.game.get_type()
+            if gtype.information == pyspiel.GameType.Information.PERFECT_INFORMATION:
+                out["text"] = str(st)  # nothing is hidden: the whole position (Nim's piles, not its move list)
+            else:
+                out["text"] = (st.information_state_string(s.human) if gtype.provides_information_state_string
+                               else st.observation_string(s.human))
+        return out
+
+    def _text_view(self, s: PlaySession) -> dict:
+        """The view of a VectorGame session: the game's text and its actions by name."""
+        terminal = s.returns is not None
+        out: dict[str, Any] = {
+            "session": s.sid, "game": self.name, "you": s.human, "agent_id": s.agent_id,
+            "to_move": None if terminal else "you", "terminal": terminal, "history": list(s.history),
+            "legal_actions": [], "result": None, "returns": None, "board": None, "cards": None,
+            "text": s.text, "expires_in_s": self.ttl_s,
+        }
+        if terminal:
+            mine, theirs = s.returns[s.human], s.returns[1 - s.human]
+            out["returns"] = {"you": mine, "league": theirs}
+            out["result"] = "win" if mine > theirs else "loss" if mine < theirs else "draw"
+        else:
+            out["legal_actions"] = [{"action": a, "label": s.state.action_name(0, a)} for a in self._legal(s)]
         return out
 
     def _board(self, s: PlaySession) -> dict:

@@ -1,6 +1,7 @@
-"""Play sessions against the Nash policy (serve/play.py): bounds, expiry, illegal moves, whole games.
+"""Play sessions against the Nash policy (serve/play.py): bounds, expiry, illegal moves, whole games, and the
+text and named actions of games with no drawn board.
 
-Real OpenSpiel games and a real (untrained) policy network; no Ray."""
+Real OpenSpiel, PettingZoo and matrix games and a real (untrained) policy network; no Ray."""
 
 import numpy as np
 import pytest
@@ -142,6 +143,75 @@ def test_same_seed_same_game():
     assert runs[0] == runs[1]
 
 
-def test_only_sequential_openspiel_games_are_playable():
-    assert playable("connect_four") and playable("tic_tac_toe") and playable("kuhn_poker")
-    assert not playable("biased_rps") and not playable("no_such_game")
+def test_every_game_the_league_runs_is_playable():
+    for name in ("connect_four", "tic_tac_toe", "kuhn_poker", "nim", "goofspiel", "biased_rps", "rps",
+                 "pettingzoo:texas_holdem_v4"):
+        assert playable(name), name
+    assert playable("matrix", {"payoff": [[1, -1], [-1, 1]]})
+    assert not playable("no_such_game") and not playable("pettingzoo:no_such_env_v0")
+    assert not playable("matrix") and not playable("leduc_poker(players=3)")  # no payoff; three players
+
+
+def test_a_whole_holdem_hand_against_a_policy_network_shows_the_hand_and_names_the_actions():
+    pytest.importorskip("rlcard")
+    agent, seen = policy_agent("pettingzoo:texas_holdem_v4")
+    table = PlayTable("pettingzoo:texas_holdem_v4")
+    for seed in range(6):
+        v = table.start("seed-0", agent, seat=seed % 2, seed=seed)
+        assert v["board"] is None and v["cards"] is None
+        me = f"player_{seed % 2}"
+        while not v["terminal"]:
+            assert v["to_move"] == "you" and v["text"].startswith(f"{me} to move\nhand: ")
+            labels = [a["label"] for a in v["legal_actions"]]
+            assert labels and set(labels) <= {"Call", "Raise", "Fold", "Check"}
+            assert [a["action"] for a in v["legal_actions"]] == sorted(
+                ["Call", "Raise", "Fold", "Check"].index(label) for label in labels)
+            # call or check: hands go on past the first round
+            v = table.move(v["session"], next(a["action"] for a in v["legal_actions"] if a["label"] in ("Check", "Call")))
+        assert v["legal_actions"] == [] and v["to_move"] is None
+        mine = v["returns"]["you"]
+        assert v["returns"]["league"] == -mine and -24 <= mine <= 24
+        assert v["result"] == ("win" if mine > 0 else "loss" if mine < 0 else "draw")
+        assert all(h["label"] == ["Call", "Raise", "Fold", "Check"][h["action"]] for h in v["history"])
+        assert status_of(table.move, v["session"], 0) == 409
+    # the league's seat observed what a league seat observes: hold'em's 72 numbers
+    assert seen and all(o.shape == (1, 72) and m.shape == (1, 4) for o, m in seen)
+
+
+def test_illegal_moves_in_a_holdem_hand_get_a_422_and_change_nothing():
+    pytest.importorskip("rlcard")
+    table = PlayTable("pettingzoo:texas_holdem_v4")
+    v = table.start("m", first_legal, seed=4)
+    legal = {a["action"] for a in v["legal_actions"]}
+    for action in [a for a in range(4) if a not in legal] + [-1, 4, 1.0, "0", None, True]:
+        assert status_of(table.move, v["session"], action) == 422
+    assert table.view(v["session"]) == v
+
+
+def test_rock_paper_scissors_the_league_chooses_without_seeing_the_persons_action():
+    agent, seen = policy_agent("rps")
+    table = PlayTable("rps")
+    payoff = [[0, -1, 1], [1, 0, -1], [-1, 1, 0]]
+    for seed in range(12):
+        seat = seed % 2
+        v = table.start("m", agent, seat=seat, seed=seed)
+        assert v["to_move"] == "you" and v["history"] == [] and "rock" in v["text"]
+        assert [a["label"] for a in v["legal_actions"]] == ["rock", "paper", "scissors"]
+        before = len(seen)
+        v = table.move(v["session"], seed % 3)
+        assert len(seen) == before + 1
+        obs, _ = seen[-1]  # the league's observation is its seat, nothing of the person's choice
+        assert obs.tolist() == [[1.0, 0.0] if seat == 1 else [0.0, 1.0]]
+        you, league = v["history"]
+        assert you == {"by": "you", "action": seed % 3, "label": ["rock", "paper", "scissors"][seed % 3]}
+        row, col = (you["action"], league["action"]) if seat == 0 else (league["action"], you["action"])
+        assert v["terminal"] and v["returns"]["you"] == (payoff[row][col] if seat == 0 else -payoff[row][col])
+
+
+def test_a_perfect_information_game_without_a_board_shows_its_position():
+    table = PlayTable("nim")
+    v = table.start("m", first_legal)
+    assert v["board"] is None and v["text"] == "(0): 1 3 5 7"
+    assert v["legal_actions"][0] == {"action": 0, "label": "pile:1, take:1;"}
+    v = table.move(v["session"], 27)  # take all 7 of pile 4; the league (first legal) takes pile 1
+    assert v["text"] == "(0): 0 3 5 0" and [h["label"] for h in v["history"]] == ["pile:4, take:7;", "pile:1, take:1;"]

@@ -81,7 +81,7 @@ def test_endpoints_report_the_league(league):
     assert status["games"] > 0 and status["pool_size"] == sum(status["pool_by_role"].values())
     assert set(status["learners"]) == {"main_agent-0"}
     nash = requests.get(f"{URL}/nash", timeout=10).json()
-    assert nash["game"] == {"name": "biased_rps", "obs_size": 2, "num_actions": 3, "playable": False}
+    assert nash["game"] == {"name": "biased_rps", "obs_size": 2, "num_actions": 3, "playable": True}
     assert abs(sum(a["weight"] for a in nash["agents"]) - 1) < 1e-9
     weights = np.array([a["weight"] for a in nash["agents"]])
     assert nash["entropy"] == pytest.approx(float(-(weights * np.log(weights)).sum()), abs=1e-9)
@@ -93,6 +93,32 @@ def test_endpoints_report_the_league(league):
     assert m.shape == (len(payoff["ids"]),) * 2 and np.allclose(m + m.T, 1.0)
     schema = requests.get(f"{URL}/openapi.json", timeout=10).json()
     assert {"/healthz", "/status", "/nash", "/nash/act", "/pool", "/payoff"} <= set(schema["paths"])
+
+
+def test_a_person_plays_biased_rps_against_a_pure_member_over_http(league):
+    payoff = [[0, -1, 2], [1, 0, -1], [-2, 1, 0]]  # to the row player, seat 0
+    for seat, mine in ((0, 1), (1, 2)):
+        v = requests.post(f"{URL}/play", json={"seat": seat}, timeout=10)
+        assert v.status_code == 201, v.text
+        v = v.json()
+        assert v["to_move"] == "you" and v["history"] == [] and v["board"] is None and "scissors" in v["text"]
+        assert v["legal_actions"] == [{"action": a, "label": n} for a, n in enumerate(("rock", "paper", "scissors"))]
+        sid = v["session"]
+        for body in ({"action": 3}, {"action": -1}, {"action": "1"}, {"action": 1, "seat": 0}, [1]):
+            r = requests.post(f"{URL}/play/{sid}/move", json=body, timeout=10)
+            assert r.status_code == 422 and r.json()["error"], (body, r.text)
+        r = requests.post(f"{URL}/play/{sid}/move", data=b"{", headers={"Content-Type": "application/json"}, timeout=10)
+        assert r.status_code == 400 and r.json()["error"]
+        end = requests.post(f"{URL}/play/{sid}/move", json={"action": mine}, timeout=10).json()
+        # each member is a pure strategy: seed-k always plays k
+        theirs = {"seed-0": 0, "seed-1": 1, "seed-2": 2}[end["agent_id"]]
+        assert end["history"] == [{"by": "you", "action": mine, "label": ["rock", "paper", "scissors"][mine]},
+                                  {"by": "league", "action": theirs, "label": ["rock", "paper", "scissors"][theirs]}]
+        expected = payoff[mine][theirs] if seat == 0 else -payoff[theirs][mine]
+        assert end["terminal"] and end["returns"] == {"you": expected, "league": -expected}
+        assert requests.get(f"{URL}/play/{sid}", timeout=10).json() == end
+        r = requests.post(f"{URL}/play/{sid}/move", json={"action": 0}, timeout=10)
+        assert r.status_code == 409 and r.json()["error"]
 
 
 def test_act_json_and_msgpack_and_seeded(league):
