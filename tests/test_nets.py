@@ -54,8 +54,9 @@ def spec_for(game_name: str, net: str, **kw) -> PolicySpec:
                       channels_last=info.channels_last, **kw)
 
 
-def sharpen(model: torch.nn.Module, scale: float = 1e4) -> torch.nn.Module:
-    """Huge weights everywhere: unmasked, an illegal action would win outright."""
+def sharpen(model: torch.nn.Module, scale: float = 10.0) -> torch.nn.Module:
+    """Large weights everywhere (logits of order 1e3-1e5 through a few layers, still far above
+    ILLEGAL_LOGIT): unmasked, an illegal action would often win outright."""
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(scale)
