@@ -1,6 +1,5 @@
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -94,8 +93,17 @@ def test_foreign_and_corrupt_files_give_clear_errors(tmp_path):
 DATA = Path(__file__).resolve().parent / "data"
 
 
+def store_v1(run_dir):
+    """The version-1 store, rebuilt from its SQL dump (tests/data/store_v1.sql) in ``run_dir``;
+    an open connection to it."""
+    run_dir.mkdir(parents=True)
+    raw = sqlite3.connect(run_dir / "league.db")
+    raw.executescript((DATA / "store_v1.sql").read_text())
+    return raw
+
+
 def test_a_version_1_store_is_upgraded_once_to_the_same_league(tmp_path):
-    """tests/data/store_v1 was written by a league of store version 1 (tests/data/write_store_v1.py):
+    """tests/data/store_v1.sql is the dump of a store written by a league of store version 1 (tests/data/write_store_v1.py):
     batches stored as columns and as row objects (one a pair, and one a game without counts), some
     included in the payoff and Elo checkpoint and some to be replayed. Opened now, it is upgraded
     once, in one transaction, and the league it opens to has exactly (==) the payoff counts, Elo
@@ -104,8 +112,7 @@ def test_a_version_1_store_is_upgraded_once_to_the_same_league(tmp_path):
     from league.league import League
 
     expected = json.loads((DATA / "store_v1_expected.json").read_text())
-    shutil.copytree(DATA / "store_v1", tmp_path / "run")
-    raw = sqlite3.connect(tmp_path / "run" / "league.db")
+    raw = store_v1(tmp_path / "run")
     before = raw.execute("SELECT id, source, seq, n FROM results ORDER BY id").fetchall()
     kinds = {type(json.loads(p)).__name__ for (p,) in raw.execute("SELECT payload FROM results")}
     raw.close()
@@ -128,8 +135,7 @@ def test_a_version_1_store_is_upgraded_once_to_the_same_league(tmp_path):
 
 
 def test_a_store_that_cannot_be_upgraded_is_left_as_it_was(tmp_path):
-    shutil.copytree(DATA / "store_v1", tmp_path / "run")
-    raw = sqlite3.connect(tmp_path / "run" / "league.db")
+    raw = store_v1(tmp_path / "run")
     raw.execute("UPDATE results SET payload = '[{\"a\": \"x\", \"b\": \"y\", \"score\": 3.0}]' WHERE id = 4")
     raw.commit()
     payloads = raw.execute("SELECT payload FROM results ORDER BY id").fetchall()

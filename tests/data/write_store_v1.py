@@ -1,4 +1,4 @@
-"""Writes tests/data/store_v1/league.db and store_v1_expected.json: a league store in the summary
+"""Writes tests/data/store_v1.sql (the dump of a league.db) and store_v1_expected.json: a league store in the summary
 format of store version 1 (a result batch's summary either as a list of row objects, one per game
 or per pair, or as columns), with the payoff and Elo that the league writing it had in memory.
 
@@ -9,6 +9,7 @@ It needs the code of a store-version-1 nash-league on PYTHONPATH (it writes rows
 """
 
 import json
+import sqlite3
 import shutil
 import sys
 from pathlib import Path
@@ -79,6 +80,11 @@ def main() -> int:
     for suffix in ("-wal", "-shm"):
         (OUT / f"league.db{suffix}").unlink(missing_ok=True)
     (HERE / "store_v1_expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+    db = sqlite3.connect(OUT / "league.db")  # kept as text: the test rebuilds the file from the dump
+    head = "".join(f"PRAGMA {p} = {db.execute(f'PRAGMA {p}').fetchone()[0]};\n" for p in ("application_id", "user_version"))
+    (HERE / "store_v1.sql").write_text(head + "\n".join(db.iterdump()) + "\n")
+    db.close()
+    shutil.rmtree(OUT)
     print(json.dumps({k: expected[k] for k in ("tables_through", "batches", "counters")}))
     return 0
 
