@@ -5,21 +5,15 @@ over real HTTP, in the store, and on the progress line."""
 from __future__ import annotations
 
 import math
-import os
-import signal
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 import requests
 
 from league.anchors import SUBJECTS, anchored_elo, elo_kind, score_kind
 from league.store import LeagueStore
+from test_launch import run_until
 
-ROOT = Path(__file__).resolve().parents[1]
-ENV = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1")
 PORT = 8131
 ANCHORS = ["uniform", "mcts:10"]
 GAMES = 20
@@ -32,28 +26,16 @@ def test_a_tic_tac_toe_league_scores_its_mixture_and_newest_main_against_anchors
            "game.name=tic_tac_toe", "run.max_minutes=3", f"serve.port={PORT}", "evaluator.probe_every_seconds=0",
            f"anchors=[{', '.join(ANCHORS)}]", 'anchor_elo={"mcts:10": 1400}', "evaluator.anchor_every_seconds=2",
            f"evaluator.anchor_games={GAMES}", "run.progress_every_seconds=2"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    status = None
-    lines = []
-    try:
-        deadline = time.time() + 240
-        while time.time() < deadline and proc.poll() is None:
-            line = proc.stdout.readline()
-            lines.append(line)
-            if "vs anchors" in line:
-                s = requests.get(f"http://127.0.0.1:{PORT}/status", timeout=30).json()
-                a = s["quality"].get("anchors", {})
-                if all(set(a.get(subject, {})) == set(ANCHORS) for subject in SUBJECTS):
-                    status = s
-                    break
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=240)
-        lines.append(out)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    text = "".join(lines)
-    assert proc.returncode == 0, text[-3000:]
+
+    def anchors_shown(line):
+        if "vs anchors" not in line:
+            return None
+        s = requests.get(f"http://127.0.0.1:{PORT}/status", timeout=30).json()
+        a = s["quality"].get("anchors", {})
+        return s if all(set(a.get(subject, {})) == set(ANCHORS) for subject in SUBJECTS) else None
+
+    code, text, status = run_until(cmd, anchors_shown)
+    assert code == 0, text[-3000:]
     assert status is not None, text[-3000:]
     shown = status["quality"]["anchors"]
     with LeagueStore(tmp_path, create=False) as store:

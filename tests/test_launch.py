@@ -32,6 +32,27 @@ def test_bad_config_stops_before_ray_with_one_line_naming_the_key(override, key)
     assert "Started a local Ray" not in out.stdout + out.stderr
 
 
+def run_until(cmd: list[str], seen, seconds: float = 240, cwd=ROOT):
+    """The launcher (``cmd``) as a user runs it, its output read line by line until ``seen(line)``
+    gives something other than None (or ``seconds`` pass), then stopped with Ctrl-C as a user does.
+    Returns (exit code, all its output, what ``seen`` gave or None)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, got = [], None
+    try:
+        deadline = time.time() + seconds
+        while got is None and time.time() < deadline and proc.poll() is None:
+            line = proc.stdout.readline()
+            lines.append(line)
+            got = seen(line)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=240)
+        lines.append(out)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, "".join(lines), got
+
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_sigint_stops_cleanly_and_the_league_resumes(tmp_path):
