@@ -1,4 +1,6 @@
-"""The smoke league submitted as a job to a three-node Ray cluster on one machine, then a node lost.
+"""The smoke league submitted as a job (`ray job submit -- python -m actors.launch`) to a three-node
+Ray cluster on one machine, watched by `make monitor`'s Prometheus (the shipped config, unedited),
+then a node lost.
 
 A head that declares ``league_storage`` (the store's node) and two worker nodes that declare
 ``league_worker``; the league is configured the way docs/cluster.md tells a user to: the coordinator
@@ -9,6 +11,9 @@ The second test kills a worker node mid-run and counts, exactly, that nothing ac
 
 import json
 import os
+import re
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import requests
 
 from league.store import LeagueStore
 from policies.snapshot import policy_from_bytes
@@ -23,6 +29,7 @@ from policies.snapshot import policy_from_bytes
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 DASHBOARD_PORT = 8268
+HEAD_METRICS_PORT = 8081
 SERVE_PORT = 8124
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -65,7 +72,25 @@ def node_args(k: int) -> list[str]:
     """Ports of node ``k`` on this machine: each raylet gets its own worker-port range and agent ports."""
     return ["--node-ip-address=127.0.0.1", "--disable-usage-stats", f"--min-worker-port={10100 + 1000 * k}",
             f"--max-worker-port={10999 + 1000 * k}", f"--dashboard-agent-listen-port={52401 + k}",
-            f"--metrics-export-port={8091 + k}"]
+            f"--metrics-export-port={HEAD_METRICS_PORT if k == 0 else 8091 + k}"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_prometheus(folder: Path):
+    """`make monitor` on the head node: Debian's Prometheus with the shipped config, unedited.
+    Returns (process, its URL), or (None, None) where it is not installed."""
+    if shutil.which("prometheus") is None:
+        return None, None
+    url = f"http://127.0.0.1:{free_port()}"
+    proc = subprocess.Popen(["prometheus", f"--config.file={ROOT / 'monitoring/prometheus/prometheus.yml'}",
+                             f"--storage.tsdb.path={folder / 'tsdb'}", f"--web.listen-address={url[7:]}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, url
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +101,7 @@ def cluster(tmp_path_factory):
     import ray
     from ray.util.state import list_nodes
 
+    prom, prom_url = start_prometheus(tmp_path_factory.mktemp("prometheus"))
     try:
         ray_cli("start", "--head", f"--port={GCS_PORT}", "--num-cpus=2", '--resources={"league_storage": 1}',
                 "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={DASHBOARD_PORT}",
@@ -89,9 +115,13 @@ def cluster(tmp_path_factory):
             list_nodes(filters=[("state", "=", "ALIVE")], detail=True)), timeout=60, what="three nodes")}
         head = next(i for i, n in nodes.items() if n.is_head_node)
         markers = {i: next(r for r in n.resources_total if r.startswith("node_w")) for i, n in nodes.items() if i != head}
-        state = {"head": head, "workers": markers, "storage": tmp_path_factory.mktemp("cluster") / "store", "job": None}
+        state = {"head": head, "workers": markers, "storage": tmp_path_factory.mktemp("cluster") / "store", "job": None,
+                 "prometheus": prom_url}
         yield state
     finally:
+        if prom is not None:
+            prom.terminate()
+            prom.wait(timeout=30)
         job = (locals().get("state") or {}).get("job")
         if job is not None and job["proc"].poll() is None:
             job["proc"].kill()
@@ -209,6 +239,19 @@ def test_job_places_the_coordinator_on_the_storage_node_and_the_rest_on_workers(
     assert weights and abs(sum(weights) - 1.0) < 1e-6
     assert job["proc"].poll() is None, open(job["log"]).read()[-3000:]
 
+    # Prometheus scrapes the job's league, found through the targets file the launcher keeps
+    if cluster["prometheus"] is None:
+        pytest.skip("the Prometheus part needs Debian's prometheus (make test installs it)")
+    session, endpoints = re.search(r"metrics of Ray session (\S+) at ([^;]+);", open(job["log"]).read()).groups()
+    assert f":{HEAD_METRICS_PORT}" in endpoints  # the nodes' agents, the head's on the port it was started with
+
+    def pools():
+        got = requests.get(f"{cluster['prometheus']}/api/v1/query", timeout=10, params={
+            "query": f'last_over_time(ray_league_pool_size{{SessionName="{session}"}}[10m])'}).json()
+        roles = {p["metric"]["role"] for p in got["data"]["result"]}
+        return roles if roles == {"main_agent", "main_exploiter", "league_exploiter"} else None
+    wait_for(pools, timeout=60, what="the league's pool sizes in Prometheus")
+
 
 def test_node_loss_restarts_its_actors_elsewhere_and_loses_nothing_acknowledged(cluster):
     """Kill a worker node's raylet, then the coordinator: nothing acknowledged before is lost (==)."""
@@ -253,6 +296,7 @@ def test_node_loss_restarts_its_actors_elsewhere_and_loses_nothing_acknowledged(
     assert job["proc"].wait(timeout=240) == 0, open(job["log"]).read()[-3000:]
     out = open(job["log"]).read()
     assert "stopped; the league is in" in out and f"storage {cluster['storage']}" in out
+    assert "succeeded" in out  # what `ray job submit` says of the job
     with LeagueStore(cluster["storage"], create=False) as store:
         for name, s in acked.items():
             ((batches, games),) = store._query("SELECT count(*), coalesce(sum(n), 0) FROM results "

@@ -20,6 +20,7 @@ import requests
 from actors.outbox import ledgers
 from envs import NO_ACTION
 from league.store import LeagueStore
+from policies.snapshot import policy_from_bytes
 
 pytest.importorskip("pettingzoo")
 
@@ -65,17 +66,21 @@ def assert_exact_accounting(storage) -> int:
     return acked
 
 
-@pytest.mark.parametrize("config, cwd, port, game", [
-    ("config.yaml", EXAMPLE, 8141, "boxes.vector:DotsAndBoxes"),  # run from the user's folder
-    # run from elsewhere: the module imports from the config's folder
-    ("examples/dots_and_boxes/config_pettingzoo.yaml", ROOT, 8142, "pettingzoo:boxes.aec:env"),
-], ids=["vector", "pettingzoo"])
-def test_the_example_game_runs_a_league_from_the_launcher_and_answers_nash_act(tmp_path, config, cwd, port, game):
+FACTORY = "examples.nets.layernorm_mlp:build"
+
+
+@pytest.mark.parametrize("config, cwd, port, game, net", [
+    ("config.yaml", EXAMPLE, 8141, "boxes.vector:DotsAndBoxes", ["policy.hidden=[32,32]"]),  # from the user's folder
+    # run from elsewhere: the module imports from the config's folder; the user's own network too
+    ("examples/dots_and_boxes/config_pettingzoo.yaml", ROOT, 8142, "pettingzoo:boxes.aec:env",
+     [f"policy.net={FACTORY}", "policy.args={width: 16, depth: 1}"]),
+], ids=["vector", "pettingzoo-and-factory-net"])
+def test_the_example_game_runs_a_league_from_the_launcher_and_answers_nash_act(tmp_path, config, cwd, port, game, net):
     cmd = [sys.executable, "-m", "actors.launch", "--config", config, f"run.storage={tmp_path}",
            "run.max_minutes=3", f"serve.port={port}", "league.nash_every_seconds=2",
            "roles.main_agent.snapshot_every_steps=5000", "roles.main_exploiter.snapshot_every_steps=5000",
            "roles.league_exploiter.snapshot_every_steps=5000", "rollout.envs_per_worker=32",
-           "rollout.steps_per_batch=512", "evaluator.games_per_pair=16", "policy.hidden=[32,32]"]
+           "rollout.steps_per_batch=512", "evaluator.games_per_pair=16", *net]
     proc = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     obs, masks = boxes_decisions(32)
     answer = None
@@ -108,6 +113,13 @@ def test_the_example_game_runs_a_league_from_the_launcher_and_answers_nash_act(t
     assert assert_exact_accounting(tmp_path) > 0
     with LeagueStore(tmp_path, create=False) as store:
         assert store.get_meta("game") == game
+        models = [policy_from_bytes(store.snapshot_blob(a.agent_id)) for a in store.agents()]
+    assert models
+    if any(o.startswith("policy.net=") for o in net):  # snapshots record the factory and its args, as data
+        assert all(m.spec.net == FACTORY and m.spec.args == {"width": 16, "depth": 1} for m in models)
+        assert all(type(m.body).__name__ == "LayerNormMLP" for m in models)
+    else:
+        assert all(m.spec.net == "mlp" and m.spec.hidden == (32, 32) for m in models)
 
 
 # ---------------------------------------------------------------------------- in-process leagues, one Ray

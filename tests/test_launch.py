@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+import requests
 
 from actors.outbox import ledgers, node_run_dir
 from league.store import LeagueStore
@@ -53,67 +54,26 @@ def run_until(cmd: list[str], seen, seconds: float = 240, cwd=ROOT):
     return proc.returncode, "".join(lines), got
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-def test_sigint_stops_cleanly_and_the_league_resumes(tmp_path):
-    cmd = [sys.executable, "-m", "actors.launch", "--config", "configs/smoke.yaml", f"run.storage={tmp_path}",
-           "run.max_minutes=5"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    try:
-        deadline = time.time() + 240
-        while time.time() < deadline:
-            line = proc.stdout.readline()
-            lines.append(line)
-            if "pool " in line and "env steps/s" in line and " pool 0 " not in line and "games 0 " not in line:
-                break
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=240)
-        lines.append(out)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    text = "".join(lines)
-    assert proc.returncode == 0, text
-    assert "stopped; the league is in" in text
-    with LeagueStore(tmp_path, create=False) as store:
-        first_pool = {a.agent_id for a in store.agents()}
-        first_games = store.counters()["games"]
-        checkpoints = checkpoint_versions(store)
-        assert first_pool and first_games > 0 and store.latest_nash() is not None
-        assert set(checkpoints) == {"main_agent-0", "main_exploiter-0", "league_exploiter-0"}
-        assert_exact_accounting(store, tmp_path)
+PORT = 8129
+PROBE = ["evaluator.probe_every_seconds=5", "evaluator.probe_steps=20000", "evaluator.probe_eval_episodes=5000",
+         "run.progress_every_seconds=2"]
 
-    # resumed publishing the least exploitable mixture of the snapshots instead of the meta-game Nash
-    out = subprocess.run([*cmd[:-1], "run.max_minutes=0.4", "evaluator.publish=least_exploitable"], cwd=ROOT, env=ENV,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stdout + out.stderr
-    with LeagueStore(tmp_path, create=False) as store:
-        evicted = {e["agent_id"] for e in store.events("evict")}
-        assert first_pool - evicted <= {a.agent_id for a in store.agents()}
-        assert store.counters()["games"] > first_games
-        assert_resumed_from(store, checkpoints)
-        assert len(store.events("coordinator_start")) == 2
-        assert store.measurements("nash_conv"), "the evaluator records the exact NashConv over time"
-        assert_exact_accounting(store, tmp_path)
-        published, measured = store.latest_nash(), store.measurements("nash_conv")[-1]
-        assert published["method"] == measured["method"] == "least_exploitable"
-        assert store.measurements("meta_nash_conv"), "the meta-game Nash is measured beside what is published"
-    from policies.exploitability import load_nash_mixture, nash_conv_of_mixture
 
-    _, models, weights = load_nash_mixture(tmp_path)  # what the league published, as the CLI reads it
-    assert nash_conv_of_mixture("kuhn_poker", models, weights)["nash_conv"] == pytest.approx(measured["value"], abs=1e-6)
-
-    # the report, rendered from this real run: every figure drawn from data
-    from test_report import FIGURES, _images
-
-    out = subprocess.run([sys.executable, "-m", "monitoring.report", "--storage", str(tmp_path)], cwd=ROOT, env=ENV,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    images = _images((tmp_path / "report.html").read_text())
-    assert set(images) == set(FIGURES)
-    for key, (img, has_data) in images.items():
-        assert has_data and img[..., :3].std() > 0.01, key
+def assert_probe_shown(status: dict, nash: dict, storage) -> None:
+    """The probe of the Nash mixture on /status and /nash, with its interval; Kuhn is enumerable, so
+    it carries the exact best-response value, which a trained best response cannot beat beyond its
+    interval."""
+    probe = status["quality"]["probe"]
+    assert nash["quality"]["probe"]["value"] == pytest.approx(probe["value"]) or \
+        nash["quality"]["probe"]["time"] >= probe["time"]
+    low, high = probe["ci95"]
+    assert low <= probe["value"] <= high
+    assert low <= probe["exact_br_return"] + 1e-9
+    assert probe["exact_nash_conv"] == pytest.approx(2 * probe["exact_br_return"])
+    with LeagueStore(storage, create=False) as store:
+        rows = store.measurements("probe_br_return")
+        assert rows and all(r["steps"] >= 20000 and r["episodes"] >= 5000 for r in rows)
+        assert store.latest_measurement("probe_br_return")["time"] == rows[-1]["time"]
 
 
 def checkpoint_versions(store) -> dict[str, int]:
@@ -170,12 +130,15 @@ def _wait_for_progress(proc, lines, timeout=240):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_sigkilled_launcher_resumes_from_its_checkpoints_with_exact_accounting(tmp_path):
+def test_a_sigkilled_launcher_resumes_exactly_and_ctrl_c_stops_it_cleanly(tmp_path):
     """SIGKILL the launcher mid-run (its local Ray dies with it), then run it again on the same
     storage: learners continue from their checkpoints, every acknowledged batch and snapshot is
-    there once. Meanwhile a second launcher on that storage stops with one line, untouched."""
+    there once. Meanwhile a second launcher on that storage stops with one line, untouched. The
+    resumed run publishes the least exploitable mixture instead of the meta-game Nash, and Ctrl-C
+    stops it cleanly with the league complete in its store."""
+    # the probe every 5 s, bigger than the shipped smoke config's, so that its interval is tight
     cmd = [sys.executable, "-m", "actors.launch", "--config", "configs/smoke.yaml", f"run.storage={tmp_path}",
-           "run.max_minutes=5"]
+           f"serve.port={PORT}", *PROBE, "run.max_minutes=5"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     try:
@@ -205,15 +168,50 @@ def test_sigkilled_launcher_resumes_from_its_checkpoints_with_exact_accounting(t
     with LeagueStore(tmp_path, create=False) as store:
         checkpoints = checkpoint_versions(store)
         games_at_kill = store.result_count()
+        first_pool = {a.agent_id for a in store.agents()}
+        assert first_pool and store.latest_nash() is not None
     assert set(checkpoints) == {"main_agent-0", "main_exploiter-0", "league_exploiter-0"}
     assert (node_run_dir(tmp_path) / "ray_session").exists()  # what the next start reaps
 
-    out = subprocess.run([*cmd[:-1], "run.max_minutes=0.5"], cwd=ROOT, env=ENV, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stdout + out.stderr
+    def measured_and_probed(line):
+        """/status and /nash once this run has measured its published mixture exactly and probed it."""
+        if "NashConv" not in line or "meta-Nash" not in line or "probe BR +" not in line:
+            return None
+        with LeagueStore(tmp_path, create=False) as store:
+            measured, probes = store.measurements("nash_conv"), store.measurements("probe_br_return")
+            if not (store.result_count() > games_at_kill and measured and measured[-1]["method"] == "least_exploitable"
+                    and probes and probes[-1]["time"] > measured[0]["time"]):
+                return None
+        return (requests.get(f"http://127.0.0.1:{PORT}/status", timeout=30).json(),
+                requests.get(f"http://127.0.0.1:{PORT}/nash", timeout=30).json())
+
+    code, text, seen = run_until([*cmd, "evaluator.publish=least_exploitable"], measured_and_probed)
+    assert code == 0 and seen, text[-3000:]
+    assert "stopped; the league is in" in text
+    assert_probe_shown(*seen, tmp_path)
     assert not (node_run_dir(tmp_path) / "ray_session").exists()
     with LeagueStore(tmp_path, create=False) as store:
+        evicted = {e["agent_id"] for e in store.events("evict")}
+        assert first_pool - evicted <= {a.agent_id for a in store.agents()}
         assert store.result_count() > games_at_kill
         assert_resumed_from(store, checkpoints)
         assert len(store.events("coordinator_start")) == 2
         assert_exact_accounting(store, tmp_path)
+        published, measured = store.latest_nash(), store.measurements("nash_conv")[-1]
+        assert published["method"] == measured["method"] == "least_exploitable"
+        assert store.measurements("meta_nash_conv"), "the meta-game Nash is measured beside what is published"
+    from policies.exploitability import load_nash_mixture, nash_conv_of_mixture
+
+    _, models, weights = load_nash_mixture(tmp_path)  # what the league published, as the CLI reads it
+    assert nash_conv_of_mixture("kuhn_poker", models, weights)["nash_conv"] == pytest.approx(measured["value"], abs=1e-6)
+
+    # the report, rendered from this real run: every figure drawn from data
+    from test_report import FIGURES, _images
+
+    out = subprocess.run([sys.executable, "-m", "monitoring.report", "--storage", str(tmp_path)], cwd=ROOT, env=ENV,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    images = _images((tmp_path / "report.html").read_text())
+    assert set(images) == set(FIGURES)
+    for key, (img, has_data) in images.items():
+        assert has_data and img[..., :3].std() > 0.01, key

@@ -371,6 +371,16 @@ def test_the_export_cli_writes_the_published_mixture_and_it_plays_without_torch(
     played = run_exported_player(tmp_path / "out")
     assert played["episodes"] == 100 and -2.0 <= played["mean_return_seat0"] <= 2.0
 
+    # the exploitability tool rebuilds the user's network in its own process from the stored data
+    from policies.exploitability import nash_conv_of_policy
+
+    done = subprocess.run([sys.executable, "-m", "policies.exploitability", "--storage", str(tmp_path / "run"),
+                           "--agent", ids[1]], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr[-2000:]
+    here = nash_conv_of_policy("kuhn_poker", models[1])["nash_conv"]
+    assert json.loads(done.stdout)["nash_conv"] == pytest.approx(here, abs=1e-9) and here > 0
+
 
 def test_the_documented_player_is_the_file_the_test_runs():
     doc = (ROOT / "docs/export.md").read_text()

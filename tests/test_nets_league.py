@@ -1,10 +1,13 @@
 """Leagues with networks other than the MLP, run as users run them (the launcher as a subprocess):
 a residual conv net on Connect Four whose snapshots the Serve deployment plays and /nash/act
-answers with, exported to ONNX by the CLI; and a user's factory network from examples/nets/."""
+answers with, exported to ONNX by the CLI, and which scores itself against fixed anchors (uniform
+play and MCTS-10) on /status, in the store and on the progress line. A user's factory network runs in a
+league on the user's own game in test_custom_games_league.py."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -16,6 +19,7 @@ import numpy as np
 import pytest
 import requests
 
+from league.anchors import SUBJECTS, anchored_elo, elo_kind, score_kind
 from league.store import LeagueStore
 from policies.snapshot import policy_from_bytes
 
@@ -58,7 +62,18 @@ def run_league(storage: Path, args: list[str], ready, timeout: float = 300):
     return value, out
 
 
-def test_a_conv_league_on_connect_four_trains_snapshots_serves_and_answers_nash_act(tmp_path):
+ANCHORS = ["uniform", "mcts:10"]
+ANCHOR_GAMES = 20
+
+
+def anchors_on_status() -> dict | None:
+    """/status once every subject has a score against every anchor, else None."""
+    s = requests.get(f"http://127.0.0.1:{PORT}/status", timeout=30).json()
+    a = s["quality"].get("anchors", {})
+    return s if all(set(a.get(subject, {})) == set(ANCHORS) for subject in SUBJECTS) else None
+
+
+def test_a_conv_league_on_connect_four_trains_snapshots_serves_answers_nash_act_and_scores_anchors(tmp_path):
     from envs import make_game
 
     game = make_game("connect_four", 64, seed=0)
@@ -79,14 +94,21 @@ def test_a_conv_league_on_connect_four_trains_snapshots_serves_and_answers_nash_
             r = requests.post(f"http://127.0.0.1:{PORT}/nash/act",
                               json={"observations": obs.tolist(), "legal_masks": masks.astype(int).tolist(),
                                     "seed": 1}, timeout=30)
+            status = anchors_on_status()
         except requests.ConnectionError:
             return None
-        return r.json() if r.status_code == 200 else None
+        return (r.json(), status) if r.status_code == 200 and status is not None else None
 
-    answer, out = run_league(tmp_path / "run", ["--config", "configs/connect_four.yaml", "policy.net=conv",
-                                                "policy.channels=16", "policy.blocks=1",
-                                                "rollout.opponent_inference=serve",
-                                                "roles.main_agent.snapshot_every_steps=2000", *SMALL], ready)
+    (answer, status), out = run_league(
+        tmp_path / "run", ["--config", "configs/connect_four.yaml", "policy.net=conv", "policy.channels=16",
+                           "policy.blocks=1", "rollout.opponent_inference=serve",
+                           "roles.main_agent.snapshot_every_steps=2000", f"anchors=[{', '.join(ANCHORS)}]",
+                           'anchor_elo={"mcts:10": 1400}', "evaluator.anchor_every_seconds=2",
+                           f"evaluator.anchor_games={ANCHOR_GAMES}", *SMALL], ready)
+    from actors.launch import quality_text
+
+    assert "vs anchors uniform" in quality_text(status)  # what the progress line shows of this status
+    assert_anchor_scores_are_stored_measurements(status["quality"]["anchors"], tmp_path / "run")
     assert len(answer["actions"]) == 64
     assert all(masks[i, a] for i, a in enumerate(answer["actions"]))
     with LeagueStore(tmp_path / "run", create=False) as store:
@@ -126,36 +148,25 @@ def test_a_conv_league_on_connect_four_trains_snapshots_serves_and_answers_nash_
     assert played["episodes"] == 100 and -1.0 <= played["mean_return_seat0"] <= 1.0
 
 
-def test_a_league_with_a_users_factory_network(tmp_path):
-    """Kuhn poker with examples/nets/layernorm_mlp.py: snapshots record the factory path and its
-    args, the evaluator measures the Nash mixture exactly, and /nash/act answers."""
-    def ready(store):
-        nash = store.latest_nash()
-        if not nash or len(store.agents()) < 2 or not store.measurements("nash_conv"):
-            return None
-        try:
-            r = requests.post(f"http://127.0.0.1:{PORT}/nash/act",
-                              json={"observations": [[1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]] * 8, "seed": 2}, timeout=30)
-        except requests.ConnectionError:
-            return None
-        return r.json() if r.status_code == 200 else None
-
-    answer, _ = run_league(tmp_path / "run", ["--config", "configs/smoke.yaml",
-                                              "policy.net=examples.nets.layernorm_mlp:build",
-                                              "policy.args={width: 16, depth: 1}", "evaluator.probe_every_seconds=0",
-                                              "roles.main_agent.snapshot_every_steps=3000", *SMALL], ready)
-    assert len(answer["actions"]) == 8 and set(answer["actions"]) <= {0, 1}
-    with LeagueStore(tmp_path / "run", create=False) as store:
-        models = [policy_from_bytes(store.snapshot_blob(a.agent_id)) for a in store.agents()]
-        agent = store.agents()[0].agent_id
-    assert models and all(m.spec.net == "examples.nets.layernorm_mlp:build" for m in models)
-    assert all(m.spec.args == {"width": 16, "depth": 1} and type(m.body).__name__ == "LayerNormMLP" for m in models)
-    # the exploitability tool rebuilds the user's network in its own process from the stored data
-    from policies.exploitability import nash_conv_of_policy
-
-    done = subprocess.run([sys.executable, "-m", "policies.exploitability", "--storage", str(tmp_path / "run"),
-                           "--agent", agent], capture_output=True, text=True, timeout=300, cwd=ROOT, env=ENV)
-    assert done.returncode == 0, done.stderr[-2000:]
-    with LeagueStore(tmp_path / "run", create=False) as store:
-        here = nash_conv_of_policy("kuhn_poker", policy_from_bytes(store.snapshot_blob(agent)))["nash_conv"]
-    assert json.loads(done.stdout)["nash_conv"] == pytest.approx(here, abs=1e-9) and here > 0
+def assert_anchor_scores_are_stored_measurements(shown: dict, storage: Path) -> None:
+    """Every score /status showed is a measurement in the store, exactly, with its interval; the
+    anchored Elo of a round is the maximum-likelihood rating from that round's scores; the anchors
+    never enter the pool."""
+    with LeagueStore(storage, create=False) as store:
+        for subject in SUBJECTS:
+            rated = []
+            for anchor in ANCHORS:
+                m = shown[subject][anchor]
+                assert 0.0 <= m["value"] <= 1.0 and m["games"] == ANCHOR_GAMES
+                assert m["anchor"] == anchor and m["subject"] == subject
+                assert m["ci95"][0] <= m["value"] <= m["ci95"][1]
+                assert m in store.measurements(score_kind(subject, anchor))
+                rated.append(({"uniform": 1000.0, "mcts:10": 1400.0}[anchor], m["value"], m["games"]))
+            elo = shown["elo"][subject]
+            assert elo in store.measurements(elo_kind(subject))
+            if elo["time"] >= max(shown[subject][a]["time"] for a in ANCHORS):  # the same round's rating
+                assert elo["value"] == pytest.approx(anchored_elo(rated), abs=1e-6)
+            assert math.isfinite(elo["value"])
+        newest = [a for a in store.agents(include_removed=True) if a.agent_type.value == "main_agent"]
+        assert shown["newest_main"]["uniform"]["agents"][0] in {a.agent_id for a in newest}
+        assert not any(a.agent_id in ANCHORS for a in store.agents(include_removed=True))

@@ -1,6 +1,6 @@
 """Running a league for a long time, as an operator does: an online backup resumed elsewhere,
-compaction that changes nothing a resume sees, and a full disk survived. The launcher as a
-subprocess, real Ray, SQLite on a real (small) file system."""
+compaction that changes nothing a resume sees, and a full disk survived, all on one league. The
+launcher as a subprocess, real Ray, SQLite on a real (small) file system."""
 
 import json
 import os
@@ -83,66 +83,15 @@ def _restored(storage, path):
         copy.unlink()
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-def test_online_backup_resumes_elsewhere_exactly_and_compaction_changes_nothing(tmp_path):
-    run, restored = tmp_path / "run", tmp_path / "restored"
-    proc = _launch(run, "run.max_minutes=5")
-    lines: list[str] = []
-    try:
-        _wait_for_progress(proc, lines)
-        time.sleep(3)  # batches after the last checkpoint too (replayed by a resume)
-        out = subprocess.run([sys.executable, "-m", "league.backup", "--storage", str(run), "--out", str(restored)],
-                             cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stderr
-        info = json.loads(out.stdout.strip().splitlines()[-1])
-        # Ray's logs rotate: the raylet got the launcher's bound, every actor the variable that turns
-        # rotation of its .out/.err on (Ray 2.60 rotates those only when it is set)
-        flags, envs = _ray_rotation(proc.pid)
-        assert flags == {"--logging-rotate-bytes=67108864", "--logging-rotate-backup-count=3"}, flags
-        assert envs == {"RAY_ROTATION_MAX_BYTES=67108864", "RAY_ROTATION_BACKUP_COUNT=3"}, envs
-        assert info["out"] == str(restored / "league.db") and info["games"] > 0 and info["agents"] > 0
-        time.sleep(2)  # the league goes on meanwhile: the original moves past the copy
-        _stop(proc, lines)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    backup_db = restored / "league.db"
-    want, digest = _restored(restored, backup_db)
-    with LeagueStore(run, create=False) as original:
-        assert original.result_count() > info["games"]  # the copy is the league at one earlier commit
-
-    # compaction of the copy: the same league for a resume, down to the last float
-    frozen = tmp_path / "compacted.db"
-    shutil.copyfile(backup_db, frozen)
-    with LeagueStore(frozen, create=False) as store:
-        games, batches = store.result_count(), len(store._query("SELECT 1 FROM results"))
-        got = compact_results(store)
-        assert got["batches"] > 0 and store.result_count() == games
-        assert len(store._query("SELECT 1 FROM results")) == batches - got["batches"]
-    assert _restored(restored, frozen) == (want, digest)
-
-    # the launcher resumed from the copy, on another path: it starts with exactly the backed-up league
-    proc = _launch(restored, "run.max_minutes=0.25")
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, out
-    with LeagueStore(restored, create=False) as store:
-        starts = store.events("coordinator_start")
-        assert starts[-1]["state_digest"] == digest
-        assert store.result_count() > info["games"]  # and it went on
-        assert len(store.nash_history()) > info["nash_solves"]
-        # the resumed league's own senders: every game acknowledged there is stored once
-        acked = sum(l["items"] for l in ledgers(restored) if not l["source"].startswith("learner:"))
-        assert store.result_count() - info["games"] == acked == store.counters()["games"] - want["counters"]["games"]
-
-
-def _mount_tmpfs(path: Path, size: str) -> None:
+def _mount_tmpfs(path: Path, size: str) -> str | None:
+    """Mount a size-limited tmpfs at ``path``; returns why not where the machine cannot, else None."""
     path.mkdir()
     try:
         subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True,
                        capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot mount a small tmpfs to fill (needs root or CAP_SYS_ADMIN): {exc}")
+        return f"cannot mount a small tmpfs to fill (needs root or CAP_SYS_ADMIN): {exc}"
+    return None
 
 
 def _fill(path: Path) -> int:
@@ -173,55 +122,122 @@ def _coordinator_logs(storage) -> str:
     return "\n".join(text)
 
 
+def _stop_when(proc, lines, ready, timeout=180):
+    """Ctrl-C the launcher once ``ready()`` holds (checked every second)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None and not ready():
+        time.sleep(1)
+    return _stop(proc, lines)
+
+
 @pytest.mark.ray
 @pytest.mark.slow
-def test_a_full_disk_stops_acknowledgements_loses_nothing_and_the_league_goes_on(tmp_path):
-    disk = tmp_path / "disk"
-    _mount_tmpfs(disk, "48m")
-    storage = disk / "run"
-    # retention every 5 s: compaction runs beside the full disk, and the count below spans it
-    proc = _launch(storage, "run.max_minutes=5", "run.progress_every_seconds=2", "league.compact_every_seconds=5")
+def test_a_long_runs_operations_backup_compaction_full_disk_and_resume_elsewhere(tmp_path):
+    """One league as an operator runs it for a long time, on a small file system of its own: it
+    compacts its store as it goes; an online backup is taken while it runs; its disk fills (it stops
+    acknowledging, loses nothing, says so) and empties (it goes on by itself). Then compaction of the
+    copy changes nothing a resume sees, and the launcher resumes from the copy on another path with
+    exactly the backed-up league."""
+    disk, restored = tmp_path / "disk", tmp_path / "restored"
+    cannot_mount = _mount_tmpfs(disk, "48m")
+    run = (tmp_path if cannot_mount else disk) / "run"
+    # retention every 20 s: compaction runs in the league, beside the full disk, and the count below spans it
+    proc = _launch(run, "run.max_minutes=5", "run.progress_every_seconds=2", "league.compact_every_seconds=20")
     lines: list[str] = []
     try:
         _wait_for_progress(proc, lines)
         deadline = time.time() + 90
-        while time.time() < deadline:  # the running league has compacted its store at least once
-            with LeagueStore(storage, create=False) as store:
+        while time.time() < deadline:  # the running league has compacted its store once
+            with LeagueStore(run, create=False) as store:
                 if store.get_meta("compacted_batches", 0) > 0:
                     break
             time.sleep(1)
-        ballast = disk / "ballast"
-        _fill(ballast)
-        # the store's next writes fail: the coordinator says so and acknowledges nothing more
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            line = proc.stdout.readline()
-            lines.append(line)
-            if "STORE DISK FULL" in line:
-                break
-        assert "STORE DISK FULL" in lines[-1], "".join(lines[-20:])
-        assert "STORE DISK FULL" in _coordinator_logs(storage)
-        with LeagueStore(storage, create=False) as store:
-            games_full = store.result_count()
-        for _ in range(3):  # three progress lines: still full, nothing stored, nothing crashed
-            lines.append(proc.stdout.readline())
-        assert proc.poll() is None
-        with LeagueStore(storage, create=False) as store:
-            assert store.result_count() == games_full
-        ballast.unlink()  # space returns: the league goes on by itself
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            with LeagueStore(storage, create=False) as store:
-                if store.result_count() > games_full:
-                    break
-            time.sleep(1)
-        assert "store disk has space again" in _coordinator_logs(storage)
-        _stop(proc, lines)
-        with LeagueStore(storage, create=False) as store:
-            assert store.result_count() > games_full
+        time.sleep(8)  # batches since, under a payoff checkpoint: what compaction of the copy removes
+        out = subprocess.run([sys.executable, "-m", "league.backup", "--storage", str(run), "--out", str(restored)],
+                             cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        info = json.loads(out.stdout.strip().splitlines()[-1])
+        assert info["out"] == str(restored / "league.db") and info["games"] > 0 and info["agents"] > 0
+        # Ray's logs rotate: the raylet got the launcher's bound, every actor the variable that turns
+        # rotation of its .out/.err on (Ray 2.60 rotates those only when it is set)
+        flags, envs = _ray_rotation(proc.pid)
+        assert flags == {"--logging-rotate-bytes=67108864", "--logging-rotate-backup-count=3"}, flags
+        assert envs == {"RAY_ROTATION_MAX_BYTES=67108864", "RAY_ROTATION_BACKUP_COUNT=3"}, envs
+        if not cannot_mount:
+            _fill_the_disk_and_empty_it(proc, lines, disk, run)
+        _stop_when(proc, lines, lambda: _games(run) > info["games"])  # the league moves past the copy
+        with LeagueStore(run, create=False) as store:
+            assert store.result_count() > info["games"]  # the copy is the league at one earlier commit
             assert store.get_meta("compacted_batches", 0) > 0  # compaction ran in the league
-            assert_exact_accounting(store, storage)  # acknowledged == stored, exactly; every snapshot loads
+            assert_exact_accounting(store, run)  # acknowledged == stored, exactly; every snapshot loads
     finally:
         if proc.poll() is None:
             proc.kill()
-        subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=30)
+        if not cannot_mount:
+            subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=30)
+
+    backup_db = restored / "league.db"
+    want, digest = _restored(restored, backup_db)
+    # compaction of the copy: the same league for a resume, down to the last float
+    frozen = tmp_path / "compacted.db"
+    shutil.copyfile(backup_db, frozen)
+    with LeagueStore(frozen, create=False) as store:
+        games, batches = store.result_count(), len(store._query("SELECT 1 FROM results"))
+        got = compact_results(store)
+        assert got["batches"] > 0 and store.result_count() == games
+        assert len(store._query("SELECT 1 FROM results")) == batches - got["batches"]
+    assert _restored(restored, frozen) == (want, digest)
+
+    # the launcher resumed from the copy, on another path: it starts with exactly the backed-up league
+    proc, lines = _launch(restored, "run.max_minutes=5"), []
+    try:
+        _stop_when(proc, lines, lambda: _games(restored) > info["games"] and _solves(restored) > info["nash_solves"])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with LeagueStore(restored, create=False) as store:
+        starts = store.events("coordinator_start")
+        assert starts[-1]["state_digest"] == digest
+        assert store.result_count() > info["games"]  # and it went on
+        assert len(store.nash_history()) > info["nash_solves"]
+        # the resumed league's own senders: every game acknowledged there is stored once
+        acked = sum(l["items"] for l in ledgers(restored) if not l["source"].startswith("learner:"))
+        assert store.result_count() - info["games"] == acked == store.counters()["games"] - want["counters"]["games"]
+    if cannot_mount:
+        pytest.skip(f"the full-disk part: {cannot_mount}")
+
+
+def _games(storage) -> int:
+    with LeagueStore(storage, create=False) as store:
+        return store.result_count()
+
+
+def _solves(storage) -> int:
+    with LeagueStore(storage, create=False) as store:
+        return len(store.nash_history())
+
+
+def _fill_the_disk_and_empty_it(proc, lines, disk, storage) -> None:
+    """Fill the store's file system: the coordinator says so (progress line, its log) and stores
+    nothing more while nothing crashes; empty it: the league goes on by itself."""
+    ballast = disk / "ballast"
+    _fill(ballast)
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if "STORE DISK FULL" in line:
+            break
+    assert "STORE DISK FULL" in lines[-1], "".join(lines[-20:])
+    assert "STORE DISK FULL" in _coordinator_logs(storage)
+    games_full = _games(storage)
+    for _ in range(3):  # three progress lines: still full, nothing stored, nothing crashed
+        lines.append(proc.stdout.readline())
+    assert proc.poll() is None
+    assert _games(storage) == games_full
+    ballast.unlink()  # space returns: the league goes on by itself
+    deadline = time.time() + 120
+    while time.time() < deadline and _games(storage) <= games_full:
+        time.sleep(1)
+    assert _games(storage) > games_full
+    assert "store disk has space again" in _coordinator_logs(storage)
