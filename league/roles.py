@@ -65,17 +65,17 @@ class Role:
         if cfg.sampling == "nash":
             ids = [a for a, w in view.nash_weights.items() if w > 0 and a in view.pool]
             if not ids:
-                return one(self.pfsp(1.0, learner_id, snapshots, view, "nash_fallback_pfsp"))
+                return one(self.pfsp_branch(1.0, learner_id, snapshots, view, "nash_fallback_pfsp"))
             return one(PlanBranch(1.0, tuple(ids), np.cumsum([view.nash_weights[a] for a in ids]), False, "nash"))
         if cfg.sampling == "pfsp":
-            return one(self.pfsp(1.0, learner_id, snapshots, view, "pfsp"))
+            return one(self.pfsp_branch(1.0, learner_id, snapshots, view, "pfsp"))
         return MatchPlan(learner_id, tuple(self.branches(learner_id, view)), True, version, made_at)
 
     def branches(self, learner_id: str, view: LeagueView) -> list[PlanBranch]:
         """The role's AlphaStar mix: branches weighted by the probability of each."""
         raise NotImplementedError
 
-    def pfsp(self, weight: float, learner_id: str, candidates: Sequence[str], view: LeagueView, name: str,
+    def pfsp_branch(self, weight: float, learner_id: str, candidates: Sequence[str], view: LeagueView, name: str,
              weighting: str | None = None) -> PlanBranch:
         """PFSP over ``candidates`` with the role's weighting (or ``weighting``), computed once per view."""
         weighting = weighting or self.cfg.pfsp_weighting
@@ -95,7 +95,7 @@ class Role:
         past = [r.agent_id for r in view.pool.list(learner_id=opponent)]
         if not past:
             return live(weight, opponent, live_name)
-        return self.pfsp(weight, learner_id, past, view, pfsp_name, weighting="variance")
+        return self.pfsp_branch(weight, learner_id, past, view, pfsp_name, weighting="variance")
 
     # -- snapshots -----------------------------------------------------------------
     def snapshot_targets(self, learner_id: str, view: LeagueView) -> list[str]:
@@ -142,10 +142,10 @@ class MainAgent(Role):
                                "self_play_pfsp") for m in mains]
         if not snapshots:
             return out
-        out.append(self.pfsp(cfg.pfsp, learner_id, snapshots, view, "pfsp"))
+        out.append(self.pfsp_branch(cfg.pfsp, learner_id, snapshots, view, "pfsp"))
         forgotten = self.forgotten(learner_id, view)
-        out.append(self.pfsp(cfg.forgotten, learner_id, forgotten, view, "forgotten") if forgotten
-                   else self.pfsp(cfg.forgotten, learner_id, snapshots, view, "pfsp"))
+        out.append(self.pfsp_branch(cfg.forgotten, learner_id, forgotten, view, "forgotten") if forgotten
+                   else self.pfsp_branch(cfg.forgotten, learner_id, snapshots, view, "pfsp"))
         return out
 
     def forgotten(self, learner_id: str, view: LeagueView) -> list[str]:
@@ -201,7 +201,7 @@ class Exploiter(Role):
         if not snapshots:
             mains = view.main_learners() or [learner_id]
             return [live(1.0 / len(mains), m, "vs_main") for m in mains]
-        return [self.pfsp(1.0, learner_id, snapshots, view, "pfsp")]
+        return [self.pfsp_branch(1.0, learner_id, snapshots, view, "pfsp")]
 
 
 class MainExploiter(Exploiter):
