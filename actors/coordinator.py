@@ -326,7 +326,7 @@ class LeagueCoordinatorImpl:
         # games (evaluators) are labelled "evaluator", as the dashboards expect
         if not len(batch):
             return
-        roles = [self.league.learner_role(x) or "evaluator" for x in batch.agents]
+        roles = [self.league.role_of(x) if x in self.league.learners else "evaluator" for x in batch.agents]
         labels = sorted(set(roles))
         row_role = np.array([labels.index(r) for r in roles], dtype=np.int64)[batch.a]
         games, wins, draws = batch.games, batch.wins, batch.draws  # a row stands for games[k] games

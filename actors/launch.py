@@ -41,72 +41,16 @@ def parse_args(argv: list[str] | None):
 
 
 def load(argv: list[str] | None):
-    """Config, PPO settings and game shape, all checked before Ray starts."""
-    from league.config import ConfigError, load_config
+    """Config and game shape, all checked before Ray starts (``league.config``)."""
+    from league.config import check_runnable, load_config
 
     args = parse_args(argv)
     path = args.config or (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
     cfg = load_config(path, args.overrides)
-    from actors.learner import ppo_config
-    from envs import game_info, is_matrix_game, is_user_game, make_game
-    from envs.custom import is_custom_game
-    from envs.protocol import check_game
-
-    ppo_config(cfg)
     for folder in import_paths(args.config):  # a user's game module, here or next to the config
         if folder not in sys.path:
             sys.path.append(folder)
-    if (not is_matrix_game(cfg.game.name) and not cfg.game.name.startswith("pettingzoo:")
-            and not is_custom_game(cfg.game.name)):
-        import pyspiel
-
-        if cfg.game.name.split("(")[0] not in pyspiel.registered_names():
-            raise ConfigError("game.name", f"unknown game {cfg.game.name!r} (e.g. kuhn_poker, leduc_poker, "
-                                           "connect_four, tic_tac_toe, biased_rps, rps)")
-    try:
-        info = game_info(cfg.game.name, **cfg.game.params)
-        if is_user_game(cfg.game.name):  # a game the user brought keeps the protocol, or nothing starts
-            game = make_game(cfg.game.name, 4, seed=cfg.run.seed, **cfg.game.params)
-            try:
-                check_game(game, seed=cfg.run.seed)
-            except ValueError as exc:
-                raise ValueError(f"game {cfg.game.name!r}: {exc}") from None
-    except (ValueError, TypeError) as exc:
-        raise ConfigError("game.name", str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
-    if cfg.evaluator.publish == "least_exploitable" and not info.supports_exact:
-        raise ConfigError("evaluator.publish", f"least_exploitable needs a game with exact evaluation (Kuhn, Leduc, "
-                                               f"matrix games); {cfg.game.name} has none: use nash")
-    from policies.net import PolicyNetError, build_policy, policy_spec
-
-    try:  # a bad factory path, a module with the wrong interface, conv on a flat game
-        build_policy(policy_spec(cfg.policy, info.obs_size, info.num_actions, info.obs_shape, info.channels_last))
-    except PolicyNetError as exc:
-        raise ConfigError(exc.key, str(exc).split(": ", 1)[1].splitlines()[0]) from None
-    except ValueError as exc:
-        raise ConfigError("policy", str(exc).splitlines()[0]) from None
-    from policies.snapshot import snapshot_spec
-
-    for i, snap in enumerate(cfg.league.seed_snapshots):
-        if not Path(snap).is_file():
-            raise ConfigError(f"league.seed_snapshots[{i}]", f"no such file: {snap}")
-        # a file from elsewhere may name only the shipped networks or the configured factory: loading
-        # a snapshot imports and calls the factory its spec names
-        try:
-            net = snapshot_spec(Path(snap).read_bytes()).net
-        except ValueError as exc:
-            raise ConfigError(f"league.seed_snapshots[{i}]", str(exc).splitlines()[0]) from None
-        if net not in ("mlp", "conv", cfg.policy.net):
-            raise ConfigError(f"league.seed_snapshots[{i}]", f"{snap} holds a {net!r} network; a seed snapshot "
-                                                              f"may hold mlp, conv or the policy.net of this config")
-    if cfg.anchors:
-        from policies.anchors import check_anchor
-
-        for i, anchor in enumerate(cfg.anchors):
-            try:
-                check_anchor(anchor, cfg.game.name, cfg.game.params)
-            except ValueError as exc:
-                raise ConfigError(f"anchors[{i}]", str(exc).splitlines()[0]) from None
-    return cfg, info
+    return cfg, check_runnable(cfg)
 
 
 def import_paths(config: str | None) -> list[str]:

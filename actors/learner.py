@@ -23,14 +23,14 @@ import ray
 import torch
 
 from actors.outbox import DeliveryLog, Outbox
-from league.config import Config, ConfigError, from_dict
+from league.config import Config
 from league.messages import EpisodeGroups, LearnerAck, WeightsReply
 from league.objectives import LearnerObjective, ShaperError
 from league.seeds import seed_int
 from monitoring.metrics import LeagueMetrics
 from policies.device import resolve_device
 from policies.net import build_policy, policy_spec
-from policies.ppo import PPOConfig, make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr
+from policies.ppo import make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr
 from policies.rollout import Rollout
 from policies.snapshot import (learner_magnet_from_bytes, learner_state_from_bytes, learner_state_to_bytes,
                                policy_from_bytes, policy_to_bytes)
@@ -41,18 +41,6 @@ CHECKPOINT_EVERY_SECONDS = 30.0
 OBJECTIVE_RECORD_SECONDS = 10.0  # how often a learner's novelty and reward gap go to the store (the report)
 
 
-def ppo_config(cfg: Config) -> PPOConfig:
-    """The PPO hyperparameters of ``cfg.ppo``; unknown keys name ``ppo.KEY``."""
-    try:
-        return from_dict(PPOConfig, cfg.ppo, "ppo")
-    except ConfigError:
-        raise
-    except ValueError as exc:  # PPOConfig's own range checks: "invalid value for lr, clip: ..."
-        text = str(exc)
-        names = text.split("invalid value for ", 1)[-1].split(":", 1)[0].split(", ")
-        raise ConfigError(f"ppo.{names[0]}", text) from None
-
-
 class LearnerImpl:
     def __init__(self, learner_id: str, role: str, cfg: Config, obs_size: int, num_actions: int, coordinator,
                  obs_shape: tuple[int, ...] = (), channels_last: bool = False):
@@ -60,7 +48,7 @@ class LearnerImpl:
         self.learner_id = learner_id
         self.role = role
         self.cfg = cfg
-        self.ppo = ppo_config(cfg)
+        self.ppo = cfg.ppo
         self.coordinator = coordinator
         self.spec = policy_spec(cfg.policy, obs_size, num_actions, obs_shape, channels_last)
         # initial weights and PPO's minibatch order: a stream of its own, the same in every process

@@ -3,7 +3,9 @@
     cfg = load_config("configs/kuhn_poker.yaml", ["run.max_minutes=10", "roles.main_agent.count=2"])
 
 An unknown key or an invalid value raises ``ConfigError`` whose message names
-the dotted key, so the launcher can stop before Ray starts with one line.
+the dotted key, so the launcher can stop before Ray starts with one line. Every
+check lives here: the values (``load_config``), and what needs the game and the
+code the config names (``check_runnable``).
 """
 
 from __future__ import annotations
@@ -73,28 +75,16 @@ class ObjectiveConfig:
 
 @dataclass
 class RoleConfig:
-    """Matchmaking, snapshot and reset rules of one role (AlphaStar defaults)."""
+    """What every role has (league.roles): how many learners play it, the rule that may replace its
+    AlphaStar opponent mix (``sampling``) and the PFSP weighting of its PFSP draws, its snapshot
+    period and its objective. A role's own rules add its keys (``MainAgentConfig``,
+    ``ExploiterConfig``); a key of another role is a config error."""
 
     count: int = 1
     sampling: str = "alphastar"
     pfsp_weighting: str = "hard"
     pfsp_exponent: float = 2.0
-    # main agent branches
-    self_play: float = 0.35
-    pfsp: float = 0.50
-    forgotten: float = 0.15
-    forgotten_main_threshold: float = 0.7
-    forgotten_exploiter_threshold: float = 0.3
-    # play a live learner only while beating it at least this often
-    live_threshold: float = 0.3
-    # snapshots: every N learner steps, or earlier for exploiters that beat
-    # their targets more than snapshot_win_rate after min_steps_before_snapshot
-    snapshot_every_steps: int = 20_000
-    min_steps_before_snapshot: int = 5_000
-    snapshot_win_rate: float = 0.7
-    min_games_for_snapshot: float = 20.0
-    reset_probability: float = 0.0
-    reset_to: str | None = None  # a snapshot id, or a role name: that role's latest snapshot
+    snapshot_every_steps: int = 20_000  # a snapshot every N learner steps
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
 
     def validate(self, key: str) -> None:
@@ -104,35 +94,79 @@ class RoleConfig:
             raise ConfigError(f"{key}.sampling", f"must be one of {', '.join(SAMPLING)}, got {self.sampling!r}")
         if self.pfsp_weighting not in WEIGHTING:
             raise ConfigError(f"{key}.pfsp_weighting", f"must be one of {', '.join(WEIGHTING)}, got {self.pfsp_weighting!r}")
+        _nonneg(f"{key}.pfsp_exponent", self.pfsp_exponent)
+        _positive(f"{key}.snapshot_every_steps", self.snapshot_every_steps)
+        self.objective.validate(f"{key}.objective")
+
+
+@dataclass
+class MainAgentConfig(RoleConfig):
+    """A main agent's opponent mix (``league.roles.MainAgent``): self-play, PFSP over the pool,
+    forgotten snapshots; it never resets."""
+
+    pfsp_weighting: str = "squared"
+    self_play: float = 0.35
+    pfsp: float = 0.50
+    forgotten: float = 0.15
+    # forgotten: main snapshots it beats less than this, past main exploiters it beats less than that
+    forgotten_main_threshold: float = 0.7
+    forgotten_exploiter_threshold: float = 0.3
+    # play another main agent live only while beating it more than this often
+    live_threshold: float = 0.3
+
+    def validate(self, key: str) -> None:
+        super().validate(key)
         for name in ("self_play", "pfsp", "forgotten", "forgotten_main_threshold", "forgotten_exploiter_threshold",
-                     "live_threshold", "snapshot_win_rate", "reset_probability"):
+                     "live_threshold"):
             _unit(f"{key}.{name}", getattr(self, name))
         if abs(self.self_play + self.pfsp + self.forgotten - 1.0) > 1e-9:
             raise ConfigError(f"{key}.self_play", "self_play + pfsp + forgotten must sum to 1, got "
                               f"{self.self_play + self.pfsp + self.forgotten:g}")
-        _positive(f"{key}.snapshot_every_steps", self.snapshot_every_steps)
+
+
+@dataclass
+class ExploiterConfig(RoleConfig):
+    """What both exploiters have (``league.roles.Exploiter``): an early snapshot once they beat
+    every target more than ``snapshot_win_rate`` (after ``min_steps_before_snapshot`` steps and
+    ``min_games_for_snapshot`` games against each), and a reset after a snapshot."""
+
+    min_steps_before_snapshot: int = 5_000
+    snapshot_win_rate: float = 0.7
+    min_games_for_snapshot: float = 20.0
+    reset_probability: float = 0.25
+    reset_to: str | None = None  # a snapshot id, or a role name: that role's latest snapshot
+
+    def validate(self, key: str) -> None:
+        super().validate(key)
         _nonneg(f"{key}.min_steps_before_snapshot", self.min_steps_before_snapshot)
-        _nonneg(f"{key}.pfsp_exponent", self.pfsp_exponent)
-        self.objective.validate(f"{key}.objective")
+        _unit(f"{key}.snapshot_win_rate", self.snapshot_win_rate)
+        _nonneg(f"{key}.min_games_for_snapshot", self.min_games_for_snapshot)
+        _unit(f"{key}.reset_probability", self.reset_probability)
 
 
-def _main_agent() -> RoleConfig:
-    return RoleConfig(count=1, pfsp_weighting="squared", reset_probability=0.0)
+@dataclass
+class MainExploiterConfig(ExploiterConfig):
+    pfsp_weighting: str = "variance"
+    reset_probability: float = 1.0
+    # play a main agent live only while beating it more than this often
+    live_threshold: float = 0.1
+
+    def validate(self, key: str) -> None:
+        super().validate(key)
+        _unit(f"{key}.live_threshold", self.live_threshold)
 
 
-def _main_exploiter() -> RoleConfig:
-    return RoleConfig(count=1, pfsp_weighting="variance", live_threshold=0.1, reset_probability=1.0)
-
-
-def _league_exploiter() -> RoleConfig:
-    return RoleConfig(count=2, pfsp_weighting="linear_capped", reset_probability=0.25)
+@dataclass
+class LeagueExploiterConfig(ExploiterConfig):
+    count: int = 2
+    pfsp_weighting: str = "linear_capped"
 
 
 @dataclass
 class RolesConfig:
-    main_agent: RoleConfig = field(default_factory=_main_agent)
-    main_exploiter: RoleConfig = field(default_factory=_main_exploiter)
-    league_exploiter: RoleConfig = field(default_factory=_league_exploiter)
+    main_agent: MainAgentConfig = field(default_factory=MainAgentConfig)
+    main_exploiter: MainExploiterConfig = field(default_factory=MainExploiterConfig)
+    league_exploiter: LeagueExploiterConfig = field(default_factory=LeagueExploiterConfig)
 
 
 @dataclass
@@ -181,6 +215,41 @@ class PolicyConfig:
     channels: int = 32
     blocks: int = 2
     args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PPOConfig:
+    """The learners' PPO (policies.ppo; Schulman et al. 2017, GAE 2016). Checked when made: a bad
+    value raises ``ConfigError`` naming ``ppo.KEY``."""
+
+    lr: float = 2.5e-4
+    gamma: float = 1.0  # episodic zero-sum games: the terminal result is what counts
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    clip_value_loss: bool = True
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    max_grad_norm: float = 0.5
+    epochs: int = 4
+    minibatch_size: int = 256
+    normalize_advantages: bool = True
+    target_kl: float | None = None  # stop the epochs early when approx KL exceeds it
+    adam_eps: float = 1e-5
+    magnet_coef: float = 0.0  # weight of KL(pi || magnet); 0 = plain PPO
+    magnet_rate: float = 0.05  # magnet <- (1 - rate) * magnet + rate * policy, per update
+    # learning-rate decay by the learner's steps: lr / sqrt(1 + steps / lr_decay_steps); 0 = constant
+    lr_decay_steps: float = 0.0
+
+    def __post_init__(self):
+        # made directly too (policies.best_response, tests), not only from a config file
+        for name in ("lr", "clip", "max_grad_norm", "epochs", "minibatch_size", "adam_eps"):
+            _positive(f"ppo.{name}", getattr(self, name))
+        for name in ("gamma", "gae_lambda", "magnet_rate"):
+            _unit(f"ppo.{name}", getattr(self, name))
+        for name in ("vf_coef", "magnet_coef", "lr_decay_steps"):
+            _nonneg(f"ppo.{name}", getattr(self, name))
+        if self.target_kl is not None:
+            _positive("ppo.target_kl", self.target_kl)
 
 
 def _validate_placement(key: str, num_cpus: float, num_gpus: float, resources: dict, scheduling: str) -> None:
@@ -334,7 +403,7 @@ class Config:
     roles: RolesConfig = field(default_factory=RolesConfig)
     league: LeagueConfig = field(default_factory=LeagueConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
-    ppo: dict[str, Any] = field(default_factory=dict)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     # fixed opponents the published mixture and the newest main agent are scored against, never
@@ -441,7 +510,7 @@ class Config:
 
     def _validate_anchors(self) -> None:
         """The anchors' syntax and ratings; what needs the game (mcts on a perfect-information game, a
-        factory that imports) is checked by the launcher (policies.anchors.check_anchor)."""
+        factory that imports) is checked by ``check_runnable`` (policies.anchors.check_anchor)."""
         from league.anchors import parse_anchor
 
         seen = set()
@@ -516,9 +585,19 @@ def from_dict(cls: type, data: Any, prefix: str = "") -> Any:
     for key, value in data.items():
         dotted = f"{prefix}.{key}" if prefix else str(key)
         if key not in names:
-            raise ConfigError(dotted, f"unknown key (known: {', '.join(sorted(names))})")
+            raise ConfigError(dotted, f"{_unknown(cls, key)} (known: {', '.join(sorted(names))})")
         kwargs[key] = _coerce(hints[key], value, dotted)
     return cls(**kwargs)
+
+
+def _unknown(cls: type, key: str) -> str:
+    """Why ``key`` is not one of ``cls``'s: unknown, or another role's key (a role's config holds only
+    the keys its rules use)."""
+    roles = typing.get_type_hints(RolesConfig)
+    if cls not in roles.values():
+        return "unknown key"
+    owners = [name for name, tp in roles.items() if tp is not cls and key in {f.name for f in dataclasses.fields(tp)}]
+    return f"a key of {' and '.join(owners)}, not of this role" if owners else "unknown key"
 
 
 def _coerce(tp: Any, value: Any, key: str) -> Any:
@@ -608,18 +687,69 @@ def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] 
         _merge(data, keys, value)
     if isinstance(data.get("serve"), dict) and "lru_size" in data["serve"]:
         raise ConfigError("serve.lru_size", "renamed: use snapshots.cache_size (it sizes every snapshot cache)")
-    # Role sections start from the role's own defaults, not RoleConfig's.
-    cfg = Config()
-    roles = data.pop("roles", None) or {}
-    if not isinstance(roles, dict):
-        raise ConfigError("roles", "must be a mapping")
-    built = from_dict(Config, data)
-    for name, value in roles.items():
-        if name not in ("main_agent", "main_exploiter", "league_exploiter"):
-            raise ConfigError(f"roles.{name}", "unknown role (known: league_exploiter, main_agent, main_exploiter)")
-        base = dataclasses.asdict(getattr(cfg.roles, name))
-        if not isinstance(value, dict):
-            raise ConfigError(f"roles.{name}", "must be a mapping")
-        base.update(value)
-        setattr(built.roles, name, from_dict(RoleConfig, base, f"roles.{name}"))
-    return built.validate()
+    return from_dict(Config, data).validate()
+
+
+def check_runnable(cfg: Config):
+    """The checks that need the game and the code a config names, after ``load_config``: the game
+    exists (and a game brought by module path keeps the protocol of envs/base.py), the network builds
+    for it, seed snapshots hold a network this config may load, anchors can play it. Returns the
+    game's ``envs.GameInfo``. Imports envs/ and policies/ (torch, OpenSpiel) only when called: the
+    launcher calls it before Ray starts, with a user's module folders on ``sys.path``."""
+    from pathlib import Path
+
+    from envs import game_info, is_matrix_game, is_user_game, make_game
+    from envs.custom import is_custom_game
+    from envs.protocol import check_game
+
+    name = cfg.game.name
+    if not is_matrix_game(name) and not name.startswith("pettingzoo:") and not is_custom_game(name):
+        import pyspiel
+
+        if name.split("(")[0] not in pyspiel.registered_names():
+            raise ConfigError("game.name", f"unknown game {name!r} (e.g. kuhn_poker, leduc_poker, "
+                                           "connect_four, tic_tac_toe, biased_rps, rps)")
+    try:
+        info = game_info(name, **cfg.game.params)
+        if is_user_game(name):  # a game the user brought keeps the protocol, or nothing starts
+            game = make_game(name, 4, seed=cfg.run.seed, **cfg.game.params)
+            try:
+                check_game(game, seed=cfg.run.seed)
+            except ValueError as exc:
+                raise ValueError(f"game {name!r}: {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise ConfigError("game.name", str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    if cfg.evaluator.publish == "least_exploitable" and not info.supports_exact:
+        raise ConfigError("evaluator.publish", f"least_exploitable needs a game with exact evaluation (Kuhn, Leduc, "
+                                               f"matrix games); {name} has none: use nash")
+    from policies.net import PolicyNetError, build_policy, policy_spec
+
+    try:  # a bad factory path, a module with the wrong interface, conv on a flat game
+        build_policy(policy_spec(cfg.policy, info.obs_size, info.num_actions, info.obs_shape, info.channels_last))
+    except PolicyNetError as exc:
+        raise ConfigError(exc.key, str(exc).split(": ", 1)[1].splitlines()[0]) from None
+    except ValueError as exc:
+        raise ConfigError("policy", str(exc).splitlines()[0]) from None
+    from policies.snapshot import snapshot_spec
+
+    for i, snap in enumerate(cfg.league.seed_snapshots):
+        if not Path(snap).is_file():
+            raise ConfigError(f"league.seed_snapshots[{i}]", f"no such file: {snap}")
+        # a file from elsewhere may name only the shipped networks or the configured factory: loading
+        # a snapshot imports and calls the factory its spec names
+        try:
+            net = snapshot_spec(Path(snap).read_bytes()).net
+        except ValueError as exc:
+            raise ConfigError(f"league.seed_snapshots[{i}]", str(exc).splitlines()[0]) from None
+        if net not in ("mlp", "conv", cfg.policy.net):
+            raise ConfigError(f"league.seed_snapshots[{i}]", f"{snap} holds a {net!r} network; a seed snapshot "
+                                                              f"may hold mlp, conv or the policy.net of this config")
+    if cfg.anchors:
+        from policies.anchors import check_anchor
+
+        for i, anchor in enumerate(cfg.anchors):
+            try:
+                check_anchor(anchor, name, cfg.game.params)
+            except ValueError as exc:
+                raise ConfigError(f"anchors[{i}]", str(exc).splitlines()[0]) from None
+    return info

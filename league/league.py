@@ -28,14 +28,14 @@ import numpy as np
 from league.config import Config
 from league.elo import EloTable
 from league.intake import ResultIntake
-from league.matchmaking import CachedWinRates, LeagueView, MatchPlan, match_plan
+from league.matchmaking import CachedWinRates, LeagueView, MatchPlan
 from league.membership import Membership
 from league.messages import Checkpoint, MatchAssignments, NashMember, NashView, ProgressDecision, ResultBatch
 from league.messages import Result  # noqa: F401  (re-exported: Result used to live here)
 from league.payoff import PayoffTable
 from league.pool import AgentPool, AgentRecord, AgentType
 from league.publication import NashState, Publication
-from league.roles import should_reset, should_snapshot, snapshot_targets
+from league.roles import Role, make_role
 from league.seeds import generator
 from league.store import LeagueStore
 
@@ -72,6 +72,7 @@ class League:
         self.store = store
         self.rng = generator(cfg.run.seed if seed is None else seed, "league")
         self.learners: dict[str, LearnerState] = {l: LearnerState(l, role) for l, role in learner_ids(cfg).items()}
+        self.roles: dict[AgentType, Role] = {role: make_role(role, cfg.role(role)) for role in ROLES}
         self.pool = AgentPool(max_size=cfg.league.pool_max_size)
         self.payoff = PayoffTable(decay=cfg.league.payoff_decay, prior_games=cfg.league.payoff_prior_games)
         self.elo = EloTable(k=cfg.league.elo_k, initial=cfg.league.elo_initial)
@@ -137,7 +138,7 @@ class League:
         state = self._learner(learner_id)
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not (1 <= n <= 100_000):
             raise ValueError(f"number of matches must be an integer in [1, 100000], got {n!r}")
-        return match_plan(learner_id, state.role, self.cfg.role(state.role), self.view()).draw(self.rng, int(n))
+        return self.roles[state.role].match_plan(learner_id, self.view()).draw(self.rng, int(n))
 
     def match_plan(self, learner_id: str, known_version: str | None = None, now: float | None = None) -> MatchPlan | None:
         """The learner's opponent distribution, for a rollout worker to draw its matches from
@@ -153,8 +154,8 @@ class League:
         if cached is None or cached[0] != league_key or (
                 games != cached[1] and now - cached[2].made_at >= self.cfg.league.match_plan_seconds):
             self._plans_made += 1
-            plan = match_plan(learner_id, state.role, self.cfg.role(state.role), self.view(),
-                              f"{self._plan_life}-{self._plans_made}", now)
+            plan = self.roles[state.role].match_plan(learner_id, self.view(), f"{self._plan_life}-{self._plans_made}",
+                                                     now)
             cached = self._plans[learner_id] = (league_key, games, plan)
         plan = cached[2]
         return None if known_version == plan.version else plan
@@ -201,11 +202,11 @@ class League:
         """A learner reports its version and step; returns whether to snapshot now."""
         st = self._learner(learner_id)
         st.version, st.step = int(version), int(step)
-        targets = snapshot_targets(st.role, self.pool.ids(), self.view().main_learners(),
-                                   [r.agent_id for r in self.pool.list(learner_id=learner_id)])
+        role = self.roles[st.role]
+        targets = role.snapshot_targets(learner_id, self.view())
         rates = self.payoff.win_rates_for(learner_id, targets) if targets else []
         games = [self.payoff.games(learner_id, t) for t in targets]
-        decision = should_snapshot(st.role, self.cfg.role(st.role), st.step - st.step_at_snapshot, rates, games)
+        decision = role.should_snapshot(st.step - st.step_at_snapshot, rates, games)
         return ProgressDecision(bool(decision.snapshot), decision.reason)
 
     def snapshot_for_request(self, learner_id: str, request: int) -> AgentRecord | None:
@@ -236,13 +237,14 @@ class League:
         )
         # The snapshot is its learner at this moment: it inherits the learner's Elo.
         evicted = self.membership.admit(record, self.elo.rating(learner_id))
-        reset = should_reset(self.cfg.role(st.role), self.rng)
+        role = self.roles[st.role]
+        reset = role.should_reset(self.rng)
         st.snapshots += 1
         st.step_at_snapshot = int(step)
         st.parent_id = record.agent_id
         if reset:
             st.resets += 1
-            st.parent_id = self._reset_target(self.cfg.role(st.role).reset_to)
+            st.parent_id = role.reset_target(self.pool)
             self.membership.clear_payoff(learner_id)
         meta["reset"] = reset
         if reset and st.parent_id is not None:
@@ -253,14 +255,6 @@ class League:
             if reset:
                 self.store.add_event("reset", {"learner_id": learner_id, "after": record.agent_id})
         return record, reset
-
-    def _reset_target(self, reset_to: str | None) -> str | None:
-        """A role's ``reset_to``: a snapshot id, or a role name for that role's latest snapshot
-        (an exploiter warm-started from the newest main agent); None when there is none yet."""
-        if reset_to in {t.value for t in AgentType}:
-            records = self.pool.list(agent_type=reset_to)
-            return records[-1].agent_id if records else None
-        return reset_to
 
     def add_seed(self, agent_id: str, blob: bytes, metadata: dict | None = None) -> AgentRecord:
         """Put an existing snapshot (e.g. from a file) into the pool as a main-agent snapshot."""
@@ -345,11 +339,6 @@ class League:
         """Per learner: role, version, step, snapshots, resets, Elo, expected score against the Nash."""
         return {l: {**s.info(), "elo": self.elo.rating(l), "win_rate_vs_nash": self.win_rate_vs_nash(l)}
                 for l, s in self.learners.items()}
-
-    def learner_role(self, agent_id: str) -> str | None:
-        """The role of a live learner; None for anyone else."""
-        st = self.learners.get(agent_id)
-        return st.role.value if st is not None else None
 
     def role_of(self, agent_id: str) -> str | None:
         """The role of a learner or a pool agent; None for an id the league does not know."""

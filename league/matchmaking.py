@@ -1,4 +1,5 @@
-"""Opponent selection: prioritized fictitious self-play and the AlphaStar role rules.
+"""Opponent selection: prioritized fictitious self-play, and the plans of matches that the roles'
+rules (``league.roles``: AlphaStar's main agent, main exploiter, league exploiter) are made of.
 
 PFSP (Vinyals et al. 2019, "Grandmaster level in StarCraft II using multi-agent
 reinforcement learning", Methods): an opponent B is drawn for agent A with
@@ -11,7 +12,7 @@ probability proportional to f(P[A beats B]), where
 Besides PFSP a role may draw from the current Nash mixture over the pool (the
 best-response step of PSRO, Lanctot et al. 2017), from the latest snapshot of
 its own learner, or always play its live self (naive self-play): PSRO and
-self-play are configurations of the same league.
+self-play are configurations of the same league (``Role.match_plan``).
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ class LeagueMatchmaker:
         return ids[int(self.rng.choice(len(ids), p=np.fromiter(probs.values(), float)))]
 
 
-# -- the league's role rules ---------------------------------------------------
+# -- the league's matches ---------------------------------------------------------
 
 @dataclass(frozen=True)
 class Match:
@@ -330,29 +331,11 @@ class MatchPlan:
 
 def match_plan(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, version: str = "",
                made_at: float = 0.0) -> MatchPlan:
-    """The role's sampling rule for ``learner_id`` under ``view``, as a ``MatchPlan``: the
-    ``self``, ``latest``, ``nash`` and ``pfsp`` rules are one fixed distribution per view, and the
-    ``alphastar`` rules are a random choice among branches that each are one."""
-    snapshots = view.pool.ids()
-    one = lambda branch: MatchPlan(learner_id, (branch,), False, version, made_at)
-    if cfg.sampling == "self" or (not snapshots and cfg.sampling != "alphastar"):
-        return one(_live(learner_id, learner_id, "self_play")(1.0))
-    if cfg.sampling == "latest":
-        latest = view.pool.latest(learner_id)
-        if latest is None:
-            return one(_live(learner_id, learner_id, "self_play")(1.0))
-        return one(PlanBranch(1.0, (latest.agent_id,), None, False, "latest"))
-    if cfg.sampling == "nash":
-        ids = [a for a, w in view.nash_weights.items() if w > 0 and a in view.pool]
-        if not ids:
-            return one(_pfsp_branch(learner_id, snapshots, cfg, view, "nash_fallback_pfsp")(1.0))
-        return one(PlanBranch(1.0, tuple(ids), np.cumsum([view.nash_weights[a] for a in ids]), False, "nash"))
-    if cfg.sampling == "pfsp":
-        return one(_pfsp_branch(learner_id, snapshots, cfg, view, "pfsp")(1.0))
-    branches = {AgentType.MAIN_AGENT: _main_agent_branches,
-                AgentType.MAIN_EXPLOITER: _main_exploiter_branches}.get(role, _league_exploiter_branches)
-    return MatchPlan(learner_id, tuple(make(p) for p, make in branches(learner_id, cfg, view)), True, version,
-                     made_at)
+    """The opponent distribution of ``learner_id`` under ``view``, as a ``MatchPlan``: what its
+    role's object says (``league.roles.Role.match_plan``)."""
+    from league.roles import make_role  # the roles build their plans from this module's parts
+
+    return make_role(role, cfg).match_plan(learner_id, view, version, made_at)
 
 
 class MatchSampler:
@@ -429,81 +412,3 @@ def _draw(cdf: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
     """``n`` indices drawn from a cumulative (unnormalized) distribution, by inverse CDF."""
     idx = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
     return np.minimum(idx, len(cdf) - 1)
-
-
-def _pfsp_cdf(learner_id, candidates, cfg: RoleConfig, view: LeagueView, weighting=None) -> np.ndarray:
-    """The PFSP distribution over ``candidates`` (cumulative), computed once per view."""
-    weighting = weighting or cfg.pfsp_weighting
-    key = (learner_id, tuple(candidates), weighting, cfg.pfsp_exponent)  # a callable hashes by identity
-    cdf = view.pfsp_cache.get(key)
-    if cdf is None:
-        rates = view.win_rates.win_rates_for(learner_id, candidates)
-        cdf = view.pfsp_cache[key] = np.cumsum(pfsp_probabilities(rates, weighting, cfg.pfsp_exponent))
-    return cdf
-
-
-Branch = tuple  # (probability, weight -> PlanBranch)
-
-
-def _live(learner_id: str, opponent: str, branch: str):
-    return lambda w: PlanBranch(w, (opponent,), None, True, branch)
-
-
-def _pfsp_branch(learner_id, candidates, cfg, view, branch, weighting=None):
-    cdf = _pfsp_cdf(learner_id, candidates, cfg, view, weighting)
-    return lambda w: PlanBranch(w, tuple(candidates), cdf, False, branch)
-
-
-def _vs_learner(learner_id: str, opponent: str, cfg: RoleConfig, view: LeagueView, live_branch: str,
-                pfsp_branch: str):
-    """Play learner ``opponent`` live while beating it more than ``live_threshold``, else f_var PFSP
-    over its snapshots (a curriculum); live when it has none."""
-    if opponent == learner_id or view.win_rates.win_rates_for(learner_id, [opponent])[0] > cfg.live_threshold:
-        return _live(learner_id, opponent, live_branch)
-    past = [r.agent_id for r in view.pool.list(learner_id=opponent)]
-    if not past:
-        return _live(learner_id, opponent, live_branch)
-    return _pfsp_branch(learner_id, past, cfg, view, pfsp_branch, weighting="variance")
-
-
-def _main_agent_branches(learner_id, cfg: RoleConfig, view: LeagueView) -> list[Branch]:
-    """35% self-play, 50% PFSP against every past player, 15% verification
-    against forgotten main snapshots and past main exploiters (the
-    proportions are config values)."""
-    snapshots = view.pool.ids()
-    mains = view.main_learners() or [learner_id]
-    self_play = cfg.self_play if snapshots else 1.0
-    branches = [(self_play / len(mains), _vs_learner(learner_id, m, cfg, view, "self_play", "self_play_pfsp"))
-                for m in mains]
-    if not snapshots:
-        return branches
-    branches.append((cfg.pfsp, _pfsp_branch(learner_id, snapshots, cfg, view, "pfsp")))
-    exploiters = [r.agent_id for r in view.pool.list(AgentType.MAIN_EXPLOITER)]
-    main_snaps = [r.agent_id for r in view.pool.list(AgentType.MAIN_AGENT)]
-    forgotten = []
-    if exploiters:
-        rates = view.win_rates.win_rates_for(learner_id, exploiters)
-        forgotten += [a for a, x in zip(exploiters, rates) if x < cfg.forgotten_exploiter_threshold]
-    if main_snaps:
-        rates = view.win_rates.win_rates_for(learner_id, main_snaps)
-        forgotten += [a for a, x in zip(main_snaps, rates) if x < cfg.forgotten_main_threshold]
-    branches.append((cfg.forgotten, _pfsp_branch(learner_id, forgotten, cfg, view, "forgotten") if forgotten
-                     else _pfsp_branch(learner_id, snapshots, cfg, view, "pfsp")))
-    return branches
-
-
-def _main_exploiter_branches(learner_id, cfg: RoleConfig, view: LeagueView) -> list[Branch]:
-    """Play a current main agent; when it wins too rarely against it, use f_var
-    PFSP over that main agent's snapshots (a curriculum)."""
-    mains = view.main_learners()
-    if not mains:
-        return _league_exploiter_branches(learner_id, cfg, view)
-    return [(1.0 / len(mains), _vs_learner(learner_id, m, cfg, view, "vs_main", "vs_main_pfsp")) for m in mains]
-
-
-def _league_exploiter_branches(learner_id, cfg: RoleConfig, view: LeagueView) -> list[Branch]:
-    snapshots = view.pool.ids()
-    if not snapshots:
-        mains = view.main_learners() or [learner_id]
-        return [(1.0 / len(mains), _live(learner_id, m, "vs_main")) for m in mains]
-    return [(1.0, _pfsp_branch(learner_id, snapshots, cfg, view, "pfsp"))]

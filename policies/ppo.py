@@ -21,51 +21,12 @@ moves towards the Nash) where plain policy gradient cycles.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 from torch import nn
 
+from league.config import PPOConfig
 from policies.rollout import Rollout
-
-
-@dataclass
-class PPOConfig:
-    lr: float = 2.5e-4
-    gamma: float = 1.0  # episodic zero-sum games: the terminal result is what counts
-    gae_lambda: float = 0.95
-    clip: float = 0.2
-    clip_value_loss: bool = True
-    vf_coef: float = 0.5
-    ent_coef: float = 0.01
-    max_grad_norm: float = 0.5
-    epochs: int = 4
-    minibatch_size: int = 256
-    normalize_advantages: bool = True
-    target_kl: float | None = None  # stop the epochs early when approx KL exceeds it
-    adam_eps: float = 1e-5
-    magnet_coef: float = 0.0  # weight of KL(pi || magnet); 0 = plain PPO
-    magnet_rate: float = 0.05  # magnet <- (1 - rate) * magnet + rate * policy, per update
-    # learning-rate decay by the learner's steps: lr / sqrt(1 + steps / lr_decay_steps); 0 = constant
-    lr_decay_steps: float = 0.0
-
-    def __post_init__(self):
-        checks = {
-            "lr": self.lr > 0,
-            "gamma": 0 <= self.gamma <= 1,
-            "gae_lambda": 0 <= self.gae_lambda <= 1,
-            "clip": self.clip > 0,
-            "epochs": self.epochs >= 1,
-            "minibatch_size": self.minibatch_size >= 1,
-            "max_grad_norm": self.max_grad_norm > 0,
-            "magnet_coef": self.magnet_coef >= 0,
-            "magnet_rate": 0 <= self.magnet_rate <= 1,
-            "lr_decay_steps": self.lr_decay_steps >= 0,
-        }
-        bad = [k for k, ok in checks.items() if not ok]
-        if bad:
-            raise ValueError(f"PPOConfig: invalid value for {', '.join(bad)}: {[getattr(self, k) for k in bad]}")
 
 
 def make_optimizer(model: nn.Module, cfg: PPOConfig) -> torch.optim.Adam:

@@ -1,6 +1,10 @@
+from pathlib import Path
+
 import pytest
 
 from league.config import Config, ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_defaults_are_alphastar_roles():
@@ -42,6 +46,65 @@ def test_bad_values_name_the_key(override, key):
         load_config(None, [override])
     assert info.value.key == key
     assert str(info.value).startswith(key)
+
+
+@pytest.mark.parametrize("override, key, owners", [
+    ("roles.main_exploiter.forgotten=0.1", "roles.main_exploiter.forgotten", "main_agent"),
+    ("roles.main_agent.reset_probability=0.5", "roles.main_agent.reset_probability", "main_exploiter and league_exploiter"),
+    ("roles.league_exploiter.live_threshold=0.2", "roles.league_exploiter.live_threshold", "main_agent and main_exploiter"),
+    ("roles.main_agent.snapshot_win_rate=0.8", "roles.main_agent.snapshot_win_rate", "main_exploiter and league_exploiter"),
+])
+def test_a_key_of_another_role_is_an_error_naming_it_and_its_roles(override, key, owners):
+    with pytest.raises(ConfigError) as info:
+        load_config("configs/smoke.yaml", [override])
+    assert info.value.key == key and "\n" not in str(info.value)
+    assert str(info.value).startswith(f"{key}: a key of {owners}, not of this role")
+
+
+def test_each_role_holds_only_the_keys_its_rules_read():
+    from dataclasses import fields
+
+    roles = Config().roles
+    common = {"count", "sampling", "pfsp_weighting", "pfsp_exponent", "snapshot_every_steps", "objective"}
+    exploiter = {"min_steps_before_snapshot", "snapshot_win_rate", "min_games_for_snapshot", "reset_probability",
+                 "reset_to"}
+    assert {f.name for f in fields(roles.main_agent)} == common | {
+        "self_play", "pfsp", "forgotten", "forgotten_main_threshold", "forgotten_exploiter_threshold", "live_threshold"}
+    assert {f.name for f in fields(roles.main_exploiter)} == common | exploiter | {"live_threshold"}
+    assert {f.name for f in fields(roles.league_exploiter)} == common | exploiter
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in [*ROOT.glob("configs/*.yaml"),
+                                                                           *ROOT.glob("examples/*/*.yaml")]))
+def test_every_shipped_config_loads_with_its_role_keys(path):
+    import yaml
+
+    cfg = load_config(ROOT / path)
+    for role, keys in (yaml.safe_load((ROOT / path).read_text()).get("roles") or {}).items():
+        for key, value in keys.items():
+            if key != "objective":
+                assert getattr(getattr(cfg.roles, role), key) == value, (role, key)
+
+
+@pytest.mark.parametrize("override, key", [
+    ("ppo.lrr=0.1", "ppo.lrr"),
+    ("ppo.lr=-1", "ppo.lr"),
+    ("ppo.gamma=1.5", "ppo.gamma"),
+    ("ppo.epochs=0", "ppo.epochs"),
+    ("ppo.epochs=1.5", "ppo.epochs"),
+    ("ppo.target_kl=0", "ppo.target_kl"),
+    ("ppo.clip_value_loss=maybe", "ppo.clip_value_loss"),
+])
+def test_bad_ppo_settings_name_their_key(override, key):
+    with pytest.raises(ConfigError) as info:
+        load_config(None, [override])
+    assert info.value.key == key and str(info.value).startswith(key)
+
+
+def test_ppo_settings_are_typed():
+    cfg = load_config("configs/smoke.yaml", ["ppo.lr_decay_steps=1000000"])
+    assert (cfg.ppo.lr, cfg.ppo.epochs, cfg.ppo.minibatch_size) == (0.001, 2, 256)  # configs/smoke.yaml
+    assert cfg.ppo.lr_decay_steps == 1e6 and cfg.ppo.clip == 0.2  # the rest: the defaults
 
 
 def test_bad_file(tmp_path):

@@ -2,11 +2,8 @@ import numpy as np
 import pytest
 
 from league import DiversityTracker, EloTable, TrajectoryBatch, expected_score
-from league.config import Config
 from league.diversity import diversity_score, embed_trajectory, pairwise_cosine_distances
 from league.elo import UNIFORM_RANDOM
-from league.pool import AgentType
-from league.roles import should_reset, should_snapshot, snapshot_targets
 
 
 def test_elo_expected_score_formula_and_update():
@@ -35,30 +32,6 @@ def test_elo_rejects_bad_k_and_scores():
         EloTable(k=0)
     with pytest.raises(ValueError, match="score"):
         EloTable().update("a", "b", 2.0)
-
-
-def test_role_snapshot_rules():
-    cfg = Config().roles
-    assert should_snapshot(AgentType.MAIN_AGENT, cfg.main_agent, cfg.main_agent.snapshot_every_steps).snapshot
-    assert not should_snapshot(AgentType.MAIN_AGENT, cfg.main_agent, 10, [1.0], [100]).snapshot
-    mx = cfg.main_exploiter
-    early = mx.min_steps_before_snapshot
-    assert should_snapshot(AgentType.MAIN_EXPLOITER, mx, early, [0.71, 0.9], [50, 50]).reason == "win_rate"
-    assert not should_snapshot(AgentType.MAIN_EXPLOITER, mx, early, [0.71, 0.69], [50, 50]).snapshot
-    assert not should_snapshot(AgentType.MAIN_EXPLOITER, mx, early - 1, [0.9], [50]).snapshot
-    assert not should_snapshot(AgentType.MAIN_EXPLOITER, mx, early, [0.9], [1]).snapshot  # too few games
-    assert snapshot_targets(AgentType.MAIN_EXPLOITER, ["p1"], ["main"], []) == ["main"]
-    assert snapshot_targets(AgentType.LEAGUE_EXPLOITER, ["p1", "lx-v1"], ["main"], ["lx-v1"]) == ["p1"]
-
-
-def test_reset_probabilities():
-    cfg = Config().roles
-    rng = np.random.default_rng(0)
-    n = 20000
-    assert all(should_reset(cfg.main_exploiter, rng) for _ in range(100))
-    assert not any(should_reset(cfg.main_agent, rng) for _ in range(100))
-    freq = sum(should_reset(cfg.league_exploiter, rng) for _ in range(n)) / n
-    assert abs(freq - 0.25) < 4 * np.sqrt(0.25 * 0.75 / n)
 
 
 def test_embedding_of_discrete_actions_is_their_histogram():

@@ -23,6 +23,8 @@ ENV = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1")
     ("ppo.lrr=0.1", "ppo.lrr"),
     ("ppo.lr=-1", "ppo.lr"),
     ("game.name=no_such_game", "game.name"),
+    ("roles.main_exploiter.forgotten_xxx=0.1", "roles.main_exploiter.forgotten_xxx"),
+    ("roles.main_exploiter.forgotten=0.1", "roles.main_exploiter.forgotten"),  # a main agent's key
 ])
 def test_bad_config_stops_before_ray_with_one_line_naming_the_key(override, key):
     out = subprocess.run([sys.executable, "-m", "actors.launch", "--config", "configs/smoke.yaml", override],

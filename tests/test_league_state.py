@@ -110,7 +110,7 @@ def test_read_models_describe_the_league(cfg):
     assert payoff["ids"] == [a.agent_id, b.agent_id]
     assert payoff["win_rates"][0][1] == pytest.approx(0.75)
     assert league.role_of("main_exploiter-0") == "main_exploiter" and league.role_of("nobody") is None
-    assert league.learner_role(a.agent_id) is None
+    assert league.role_of(a.agent_id) == "main_agent"  # a snapshot has its learner's role
     assert set(league.learner_views()) == {"main_agent-0", "main_exploiter-0", "league_exploiter-0"}
 
 
