@@ -250,9 +250,9 @@ class RaySession:
     """What a league run holds in this process besides its actors: the lock on ``run.storage``,
     the Ray it runs on and the Prometheus targets file (``make monitor`` finds the league by it).
 
-    Inside ``ray job submit`` (``RAY_ADDRESS`` set) or with ``ray.address`` it joins that cluster;
-    in a process already connected to a Ray (a notebook that called ``ray.init``) it uses that
-    one; otherwise it starts a local Ray as the launcher does, reaping what a killed launcher left
+    In a process already connected to a Ray (a notebook that called ``ray.init``) it uses that
+    one; inside ``ray job submit`` (``RAY_ADDRESS`` set) or with ``ray.address`` it joins that
+    cluster; otherwise it starts a local Ray as the launcher does, reaping what a killed launcher left
     of one on this storage first. ``close`` gives back what it took (a Ray it started is shut
     down). A Ray it did not start is left running. Raises ``StorageInUse`` and, when no node
     declares ``ray.storage_resource``, ``ConfigError``."""
@@ -273,9 +273,11 @@ class RaySession:
         self.targets: PrometheusTargets | None = None
         self.started_ray = False
         os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
-        if bool(os.environ.get("RAY_ADDRESS")) or cfg.ray.address is not None:
+        if ray.is_initialized():
+            pass
+        elif bool(os.environ.get("RAY_ADDRESS")) or cfg.ray.address is not None:
             ray.init(address=cfg.ray.address or os.environ.get("RAY_ADDRESS"), namespace=cfg.ray.namespace)
-        elif not ray.is_initialized():
+        else:
             reap_leftovers(cfg.run.storage)
             # a local Ray's processes inherit this environment: the user's game imports in every worker
             os.environ["PYTHONPATH"] = worker_pythonpath(config_path)

@@ -1,10 +1,12 @@
 """Reproducible runs: the first learner update depends only on run.seed.
 
 Two real leagues (the smoke config, one learner and its one rollout worker,
-in-process opponents, on a real local Ray) with the same seed must produce the
-same learner parameters after the first PPO update, and a different seed
-different ones. The snapshot rule is set to fire at the first update, so the
-parameters are read back from the store exactly as the league froze them.
+in-process opponents) with the same seed must produce the same learner
+parameters after the first PPO update, and a different seed different ones.
+The snapshot rule is set to fire at the first update, so the parameters are
+read back from the store exactly as the league froze them. Each league is
+started, read and stopped as a user does from Python (``nash_league.LeagueRun``,
+which starts its own local Ray), and its store checked after the stop.
 
 Why this can hold at all: the first update trains on the worker's first rollout
 batch alone (``rollout.steps_per_batch`` learner decisions), which is a function
