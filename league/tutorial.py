@@ -55,10 +55,12 @@ class MatchDatabase:
         self._seq = 0
         if self.store is not None:
             for batch in self.store.results_after(0):
-                a, b, _, _, _, score = batch.pair_counts()  # one game per batch: its score is the outcome
-                for i, j, s in zip(a.tolist(), b.tolist(), score.tolist()):
-                    self.table.record(batch.agents[i], batch.agents[j], s)
-                self._seq = max(self._seq, batch.seq)
+                a, b, games, _, draws, score = batch.pair_counts()
+                names = [batch.agents[i] for i in a.tolist()], [batch.agents[j] for j in b.tolist()]
+                wins = score - 0.5 * draws  # as the league's intake counts them; one game: record's counts
+                self.table.record_counts(*names, games, wins, draws, np.maximum(games - draws - wins, 0.0))
+                if batch.source == SOURCE:
+                    self._seq = max(self._seq, batch.seq)
 
     def record(self, a: str, b: str, outcome: float) -> None:
         self.table.record(a, b, outcome)  # checks the outcome and the ids first
