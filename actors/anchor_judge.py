@@ -60,7 +60,7 @@ class AnchorJudgeImpl:
         """(subject, agent ids, models, weights, pool_version) of each subject that exists yet."""
         out = []
         nash = ray.get(self.coordinator.nash.remote())
-        if nash.members:
+        if nash.ids:
             models = [policy_from_bytes(ray.get(self.coordinator.get_snapshot.remote(i))) for i in nash.ids]
             out.append(("published", nash.ids, models, [float(w) for w in nash.weights], nash.pool_version))
         mains = [a for a in ray.get(self.coordinator.pool.remote()) if a["agent_type"] == "main_agent"]

@@ -25,7 +25,7 @@ from league.backup import state_digest
 from league.config import Config
 from league.league import League
 from league.matchmaking import MatchPlan
-from league.messages import (Checkpoint, ExactScores, MatchAssignments, NashView, ProgressDecision, ResultBatch,
+from league.messages import (Checkpoint, ExactScores, MatchAssignments, NashMixture, ProgressDecision, ResultBatch,
                              SnapshotReply)
 from league.store import LeagueStore
 from monitoring.metrics import LeagueMetrics
@@ -208,7 +208,7 @@ class LeagueCoordinatorImpl:
                 if rebuild:
                     self._rebuild()
 
-    async def solve_nash(self) -> NashView:
+    async def solve_nash(self) -> NashMixture:
         """Re-solve the Nash over the frozen pool now (off the event loop)."""
         self._solving = True
         try:
@@ -347,8 +347,8 @@ class LeagueCoordinatorImpl:
         nash = self.league.nash_view()
         m.set("nash_entropy", abs(nash.entropy))
         m.set("meta_exploitability", nash.meta_exploitability)
-        m.set("nash_support", len(nash.members))
-        support = {x.agent_id: x.weight for x in nash.members}
+        m.set("nash_support", len(nash.ids))
+        support = nash.support()
         for agent in self._weighted - set(support):
             m.set("nash_weight", 0.0, agent=agent)
         for agent, w in support.items():
@@ -515,10 +515,10 @@ class LeagueCoordinatorImpl:
     async def nash_quality(self) -> dict[str, Any]:
         return self.quality()
 
-    async def nash(self) -> NashView:
+    async def nash(self) -> NashMixture:
         return self.league.nash_view()
 
-    async def meta_nash(self) -> NashView:
+    async def meta_nash(self) -> NashMixture:
         """The latest meta-game solve (the published Nash unless ``evaluator.publish`` is
         least_exploitable)."""
         return self.league.nash_view(self.league.meta_nash)
@@ -529,7 +529,7 @@ class LeagueCoordinatorImpl:
 
     @timed
     async def publish(self, ids: list[str], weights: list[float], pool_version: int,
-                      solve_seconds: float = 0.0) -> NashView:
+                      solve_seconds: float = 0.0) -> NashMixture:
         """The exact evaluator's least exploitable mixture of measured snapshots, published in place
         of the meta-game Nash (stored before the reply)."""
         self.league.set_published(ids, weights, pool_version, solve_seconds)

@@ -21,7 +21,7 @@ from actors.outbox import Outbox
 from envs import make_game
 from envs.base import utility_range
 from league.config import Config
-from league.messages import ExactScores, NashView, Result, ResultBatch
+from league.messages import ExactScores, NashMixture, Result, ResultBatch
 from league.seeds import generator, seed_int
 from policies.exploitability import exact_nash_conv, least_exploitable_mixture, profile_value, seat_profile
 from policies.rollout import TwoSeatPlay
@@ -68,20 +68,20 @@ class EvaluatorImpl:
                 self.publish_least_exploitable()
             except (ValueError, RuntimeError) as exc:  # an LP HiGHS could not solve: keep what is published
                 log.warning("%s: least exploitable mixture not published (%s)", self.evaluator_id, exc)
-            meta: NashView = ray.get(self.coordinator.meta_nash.remote())
-            if meta.members:
+            meta: NashMixture = ray.get(self.coordinator.meta_nash.remote())
+            if meta.ids:
                 self._measure(meta, "meta_nash_conv")
-        nash: NashView = ray.get(self.coordinator.nash.remote())
-        return self._measure(nash, "nash_conv") if nash.members else None
+        nash: NashMixture = ray.get(self.coordinator.nash.remote())
+        return self._measure(nash, "nash_conv") if nash.ids else None
 
-    def _measure(self, nash: NashView, kind: str) -> float:
+    def _measure(self, nash: NashMixture, kind: str) -> float:
         result = exact_nash_conv(self.game, [self.cache.get(a) for a in nash.ids], nash.weights)
         ray.get(self.coordinator.record_measurement.remote(
             kind, result["nash_conv"], {"pool_version": nash.pool_version, "support": len(nash.ids),
                                         "method": nash.method}))
         return result["nash_conv"]
 
-    def publish_least_exploitable(self) -> NashView | None:
+    def publish_least_exploitable(self) -> NashMixture | None:
         """Solve and publish the mixture of the measured snapshots with the least exact NashConv."""
         ids, pool_version = ray.get(self.coordinator.publish_candidates.remote())
         if not ids:

@@ -10,6 +10,10 @@ directory or the config file's folder, in the launcher and in every worker of
 a local Ray (``import_paths``). Ctrl-C, or the
 budget (``run.max_minutes``, ``run.max_env_steps``), stops it cleanly with
 everything flushed to the store.
+
+The same from Python (a notebook, a script): ``LeagueRun.start`` (also
+``from nash_league import LeagueRun``), whose ``stop`` flushes the store as
+Ctrl-C does; docs/user-guide.md shows it.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable, Mapping
 
 from actors.outbox import node_run_dir, outbox_dir
 from league.store import db_path
@@ -38,6 +43,27 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--config", default=None, help=f"YAML config (default {DEFAULT_CONFIG.name})")
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. run.max_minutes=10")
     return parser.parse_args(argv)
+
+
+def config_argv(config: str | os.PathLike | Mapping[str, Any] | None = None,
+                overrides: Mapping[str, Any] | Iterable[str] = ()) -> list[str]:
+    """The launcher's command line for a config given as a YAML file's path, as a dict (what such a
+    file holds) or as None (``configs/kuhn_poker.yaml``), and overrides given as ``{"run.storage":
+    "runs/a"}`` or ``["run.storage=runs/a"]``. A dict's top-level sections become overrides on an
+    empty file, so a bad key is named exactly as it is in a file."""
+    import yaml
+
+    def text(value: Any) -> str:
+        dumped = yaml.safe_dump(value, default_flow_style=True, width=float("inf")).strip()
+        return dumped[:-3].strip() if dumped.endswith("\n...") else dumped  # a scalar's end-of-document mark
+
+    if isinstance(overrides, Mapping):
+        overrides = [f"{key}={text(value)}" for key, value in overrides.items()]
+    elif isinstance(overrides, str):
+        overrides = [overrides]
+    if isinstance(config, Mapping):
+        return ["--config", os.devnull, *(f"{key}={text(value)}" for key, value in config.items()), *overrides]
+    return [*(["--config", os.fspath(config)] if config is not None else []), *overrides]
 
 
 def load(argv: list[str] | None):
@@ -164,10 +190,100 @@ def record_session(storage: str) -> None:
     (node_run_dir(storage) / SESSION_NAME).write_text(str(session))
 
 
-class League:
-    """The running league's actors, as the launcher sees them."""
+class RaySession:
+    """What a league run holds in this process besides its actors: the lock on ``run.storage``,
+    the Ray it runs on and the Prometheus targets file (``make monitor`` finds the league by it).
 
-    def __init__(self, cfg, info):
+    In a process already connected to a Ray (a notebook that called ``ray.init``) it uses that
+    one; inside ``ray job submit`` (``RAY_ADDRESS`` set) or with ``ray.address`` it joins that
+    cluster; otherwise it starts a local Ray as the launcher does, reaping what a killed launcher left
+    of one on this storage first. ``close`` gives back what it took (a Ray it started is shut
+    down). A Ray it did not start is left running. Raises ``StorageInUse`` and, when no node
+    declares ``ray.storage_resource``, ``ConfigError``."""
+
+    def __init__(self, cfg, config_path: str | None = None):
+        import ray
+
+        from actors.placement import check_storage_resource, resolve_storage
+        from league.config import ConfigError
+        from monitoring.targets import PrometheusTargets
+
+        # Absolute before anything starts: the coordinator may run in another working directory (a job's).
+        cfg.run.storage, warning = resolve_storage(cfg.run.storage)
+        if warning:
+            print(f"nash-league: warning: {warning}", file=sys.stderr, flush=True)
+        self.storage = cfg.run.storage
+        self.lock = lock_storage(cfg.run.storage)  # held until close (or until the process exits)
+        self.targets: PrometheusTargets | None = None
+        self.started_ray = False
+        os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
+        if ray.is_initialized():
+            pass
+        elif bool(os.environ.get("RAY_ADDRESS")) or cfg.ray.address is not None:
+            ray.init(address=cfg.ray.address or os.environ.get("RAY_ADDRESS"), namespace=cfg.ray.namespace)
+        else:
+            reap_leftovers(cfg.run.storage)
+            # a local Ray's processes inherit this environment: the user's game imports in every worker
+            os.environ["PYTHONPATH"] = worker_pythonpath(config_path)
+            bound_ray_logs()
+            ray.init(address="local", namespace=cfg.ray.namespace, include_dashboard=False,
+                     _node_ip_address="127.0.0.1", num_cpus=cfg.ray.num_cpus or max(8, 4 * (os.cpu_count() or 2)),
+                     log_to_driver=False, _metrics_export_port=metrics_port(cfg.ray.metrics_export_port))
+            self.started_ray = True
+            record_session(cfg.run.storage)
+        problem = check_storage_resource(cfg)
+        if problem:
+            self.close()
+            raise ConfigError("", problem)
+        print(f"nash-league: {cfg.game.name} league, storage {cfg.run.storage}", flush=True)
+        self.targets = PrometheusTargets()
+        endpoints = self.targets.update(ray.nodes())
+        print(f"nash-league: metrics of Ray session {ray.get_runtime_context().get_session_name()} at "
+              f"{', '.join(endpoints) or '(none)'}; Prometheus targets in {self.targets.path} (`make monitor`)",
+              flush=True)
+
+    def update_targets(self) -> None:
+        """Follow the nodes of the cluster (they join and leave)."""
+        import ray
+
+        if self.targets is not None:
+            self.targets.update(ray.nodes())
+
+    def close(self) -> None:
+        import ray
+
+        if self.targets is not None:
+            self.targets.clear()
+            self.targets = None
+        if self.started_ray:
+            ray.shutdown()
+            (node_run_dir(self.storage) / SESSION_NAME).unlink(missing_ok=True)
+            self.started_ray = False
+        if self.lock is not None:
+            self.lock.close()  # releases the flock
+            self.lock = None
+
+
+class LeagueRun:
+    """A running league: its actors on Ray, what keeps their loops running, and how it stops.
+
+    The Python API (``from nash_league import LeagueRun``)::
+
+        run = LeagueRun.start("configs/smoke.yaml", {"run.storage": "runs/mine"})
+        run.status()["games"]      # what GET /status shows
+        run.nash()["agents"]       # the published mixture, as GET /nash shows it
+        run.stop()                 # everything flushed to the store, as Ctrl-C on the launcher
+
+    ``start`` checks the config (``ConfigError`` names the key), takes the storage
+    (``StorageInUse``), starts or joins a Ray (``RaySession``), starts the actors and keeps their
+    loops running in a background thread until ``stop`` or the budget (``run.max_minutes``,
+    ``run.max_env_steps``), when the league stops itself as the launcher does. ``python -m
+    actors.launch`` is this class with the loop in the foreground and a progress line.
+
+    ``LeagueRun(cfg, info)`` starts the actors on the Ray this process is connected to and leaves
+    the loop to the caller (``supervise``; tests and benches)."""
+
+    def __init__(self, cfg, info, session: RaySession | None = None):
         import ray
 
         from actors.coordinator import LeagueCoordinator
@@ -232,6 +348,75 @@ class League:
                 name="anchor_judge", namespace=ns, num_cpus=cfg.evaluator.anchor_num_cpus).remote(
                 cfg, self.coordinator, seed=cfg.run.seed * 1000 + 980)
         self.runs: dict[str, Any] = {}
+        self.session = session
+        self.started_at = time.time()
+        self.final: dict[str, Any] | None = None  # the status at the stop, once stopped
+        self._stopping = threading.Event()
+        self._keeper: threading.Thread | None = None
+
+    @classmethod
+    def start(cls, config: str | os.PathLike | Mapping[str, Any] | None = None,
+              overrides: Mapping[str, Any] | Iterable[str] = ()) -> "LeagueRun":
+        """Start (or resume) a league and keep it running in the background until ``stop``.
+
+        ``config``: a YAML file's path, a dict (what such a file holds) or None
+        (``configs/kuhn_poker.yaml``); ``overrides``: dotted keys, ``{"run.max_minutes": 2}`` or
+        ``["run.max_minutes=2"]``. Pointing ``run.storage`` at an existing run resumes it."""
+        cfg, info = load(config_argv(config, overrides))
+        session = RaySession(cfg, None if config is None or isinstance(config, Mapping) else os.fspath(config))
+        try:
+            run = cls(cfg, info, session)
+        except BaseException:  # e.g. serve.api.ApiUnavailable: its port is taken
+            session.close()
+            raise
+        run._keeper = threading.Thread(target=run._keep, name="league-run", daemon=True)
+        run._keeper.start()
+        return run
+
+    def _keep(self) -> None:
+        try:
+            self.keep_running(self._stopping.is_set)
+            if not self._stopping.is_set():  # the budget is spent: the league stops as the launcher's does
+                self.final = self._stop_actors()
+        except Exception:  # a Ray that went away under the run: stop() says what is left
+            log.exception("the league's background loop stopped")
+
+    def keep_running(self, stopping: Callable[[], bool],
+                     progress: Callable[[dict[str, Any], float, float], None] | None = None) -> None:
+        """Restart the actors' loops as they stop (``supervise``) and follow the cluster's nodes
+        until ``stopping()`` or the budget (``run.max_minutes``, ``run.max_env_steps``) is spent.
+        ``progress(status, env steps per second, seconds since the start)`` is called every
+        ``run.progress_every_seconds`` (the launcher's progress line)."""
+        cfg, start = self.cfg, self.started_at
+        last_t, last_steps = start, None
+        next_print = start
+        next_targets = start + TARGETS_EVERY_SECONDS
+        while not stopping():
+            self.supervise()
+            time.sleep(0.5)
+            now = time.time()
+            if now >= next_targets:  # nodes join and leave a cluster
+                if self.session is not None:
+                    self.session.update_targets()
+                next_targets = now + TARGETS_EVERY_SECONDS
+            if cfg.run.max_minutes is not None and now - start >= cfg.run.max_minutes * 60:
+                return
+            if (progress is not None and now >= next_print) or cfg.run.max_env_steps is not None:
+                status = self.status()
+                steps = status["env_steps"]
+                if cfg.run.max_env_steps is not None and steps >= cfg.run.max_env_steps:
+                    return
+                if progress is not None and now >= next_print:
+                    rate = 0.0 if last_steps is None else (steps - last_steps) / max(now - last_t, 1e-9)
+                    progress(status, rate, now - start)
+                    last_t, last_steps, next_print = now, steps, now + cfg.run.progress_every_seconds
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the league stopped at its budget (or ``timeout`` seconds passed); True when
+        it did. Only a run made by ``start`` has a budget kept for it."""
+        if self._keeper is not None:
+            self._keeper.join(timeout)
+        return self.final is not None
 
     def _start_opponents(self, cfg) -> None:
         from ray import serve
@@ -263,11 +448,42 @@ class League:
             self.runs[name] = actor.run.remote()
 
     def status(self) -> dict[str, Any]:
+        """The league now, as ``GET /status`` shows it: games, env steps, the pool, the learners, the
+        Nash's entropy and support, and the quality measurements."""
         import ray
 
         return ray.get(self.coordinator.status.remote(), timeout=60)
 
+    def nash(self) -> dict[str, Any]:
+        """The published mixture as ``GET /nash`` shows it (``agents``: agent_id, weight, role and
+        Elo of each member; ``entropy``, ``meta_exploitability``, ``quality``, ...), without the
+        page's ``game`` field; ``agents`` is empty until the first Nash is solved."""
+        import ray
+
+        nash, quality = ray.get([self.coordinator.nash.remote(), self.coordinator.nash_quality.remote()], timeout=60)
+        return {**nash.to_dict(), "quality": quality}
+
     def stop(self) -> dict[str, Any]:
+        """Stop the league with everything flushed to the store (what Ctrl-C on the launcher does),
+        then give back the storage and a Ray that ``start`` started. Returns the final status."""
+        self._stopping.set()
+        if self._keeper is not None:
+            self._keeper.join()
+        try:
+            if self.final is None:
+                self.final = self._stop_actors()
+        finally:
+            if self.session is not None:
+                self.session.close()
+        return self.final
+
+    def __enter__(self) -> "LeagueRun":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _stop_actors(self) -> dict[str, Any]:
         import ray
 
         t0 = time.time()
@@ -308,7 +524,6 @@ class League:
                 serve.delete(app, _blocking=False)
         log.info("league stopped in %.1f s", time.time() - t0)
         return final
-
 
     def kill(self) -> None:
         """Kill every actor of this league (after ``stop``; tests and benches reuse one Ray)."""
@@ -377,103 +592,44 @@ def quality_text(status: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from league.config import ConfigError
+    from serve.api import ApiUnavailable
 
     try:
         cfg, info = load(argv)
     except ConfigError as exc:
         print(f"nash-league: config error: {exc}", file=sys.stderr)
         return 2
-
-    from actors.placement import check_storage_resource, resolve_storage
-
-    # Absolute before anything starts: the coordinator may run in another working directory (a job's).
-    cfg.run.storage, warning = resolve_storage(cfg.run.storage)
-    if warning:
-        print(f"nash-league: warning: {warning}", file=sys.stderr, flush=True)
     try:
-        lock = lock_storage(cfg.run.storage)  # noqa: F841 (held until the process exits)
+        session = RaySession(cfg, parse_args(argv).config)
     except StorageInUse as exc:
         print(f"nash-league: {exc}", file=sys.stderr)
         return 3
-
-    import ray
-
-    os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
-    in_cluster = bool(os.environ.get("RAY_ADDRESS")) or cfg.ray.address is not None
-    if in_cluster:
-        ray.init(address=cfg.ray.address or os.environ.get("RAY_ADDRESS"), namespace=cfg.ray.namespace)
-    else:
-        reap_leftovers(cfg.run.storage)
-        # a local Ray's processes inherit this environment: the user's game imports in every worker
-        os.environ["PYTHONPATH"] = worker_pythonpath(parse_args(argv).config)
-        bound_ray_logs()
-        ray.init(address="local", namespace=cfg.ray.namespace, include_dashboard=False, _node_ip_address="127.0.0.1",
-                 num_cpus=cfg.ray.num_cpus or max(8, 4 * (os.cpu_count() or 2)), log_to_driver=False,
-                 _metrics_export_port=metrics_port(cfg.ray.metrics_export_port))
-        record_session(cfg.run.storage)
-    problem = check_storage_resource(cfg)
-    if problem:
-        print(f"nash-league: config error: {problem}", file=sys.stderr)
-        if not in_cluster:
-            ray.shutdown()
+    except ConfigError as exc:
+        print(f"nash-league: config error: {exc}", file=sys.stderr)
         return 2
-    print(f"nash-league: {cfg.game.name} league, storage {cfg.run.storage}", flush=True)
-    from monitoring.targets import PrometheusTargets
-    from serve.api import ApiUnavailable
-
-    targets = PrometheusTargets()
-    endpoints = targets.update(ray.nodes())
-    print(f"nash-league: metrics of Ray session {ray.get_runtime_context().get_session_name()} at "
-          f"{', '.join(endpoints) or '(none)'}; Prometheus targets in {targets.path} (`make monitor`)", flush=True)
     stop = {"flag": False}
 
     def on_signal(signum, frame):
         stop["flag"] = True
 
+    # after Ray started: ray.init installs its own SIGTERM handler
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        league = League(cfg, info)
+        run = LeagueRun(cfg, info, session)
     except ApiUnavailable as exc:
         print(f"nash-league: {exc}", file=sys.stderr)
-        targets.clear()
-        if not in_cluster:
-            ray.shutdown()
-            (node_run_dir(cfg.run.storage) / SESSION_NAME).unlink(missing_ok=True)
+        session.close()
         return 2
-    start = time.time()
-    last_t, last_steps = start, None
-    next_print = start
-    next_targets = start + TARGETS_EVERY_SECONDS
-    final: dict[str, Any] = {}
     try:
-        while not stop["flag"]:
-            league.supervise()
-            time.sleep(0.5)
-            now = time.time()
-            if now >= next_targets:  # nodes join and leave a cluster
-                targets.update(ray.nodes())
-                next_targets = now + TARGETS_EVERY_SECONDS
-            if cfg.run.max_minutes is not None and now - start >= cfg.run.max_minutes * 60:
-                break
-            if now >= next_print or cfg.run.max_env_steps is not None:
-                status = league.status()
-                steps = status["env_steps"]
-                if cfg.run.max_env_steps is not None and steps >= cfg.run.max_env_steps:
-                    break
-                if now >= next_print:
-                    rate = 0.0 if last_steps is None else (steps - last_steps) / max(now - last_t, 1e-9)
-                    print(progress_line(status, rate, now - start), flush=True)
-                    last_t, last_steps, next_print = now, steps, now + cfg.run.progress_every_seconds
+        run.keep_running(lambda: stop["flag"],
+                         lambda status, rate, elapsed: print(progress_line(status, rate, elapsed), flush=True))
         print("nash-league: stopping (flushing results and checkpoints)...", flush=True)
-        final = league.stop()
-        print(progress_line(final, 0.0, time.time() - start), flush=True)
+        final = run.stop()
+        print(progress_line(final, 0.0, time.time() - run.started_at), flush=True)
         print(f"nash-league: stopped; the league is in {Path(cfg.run.storage) / 'league.db'}", flush=True)
     finally:
-        targets.clear()
-        if not in_cluster:
-            ray.shutdown()
-            (node_run_dir(cfg.run.storage) / SESSION_NAME).unlink(missing_ok=True)
+        session.close()
     return 0
 
 

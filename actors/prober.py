@@ -49,7 +49,7 @@ class ProberImpl:
     def probe_once(self) -> dict | None:
         """One probe of the current Nash mixture, recorded; None while there is no mixture."""
         nash = ray.get(self.coordinator.nash.remote())
-        if not nash.members:
+        if not nash.ids:
             return None
         models = [policy_from_bytes(ray.get(self.coordinator.get_snapshot.remote(i))) for i in nash.ids]
         ev = self.cfg.evaluator
@@ -59,7 +59,7 @@ class ProberImpl:
                     params=self.cfg.game.params)
         self.probes += 1
         data = {"ci95": out["ci95"], "steps": out["steps"], "episodes": out["episodes"], "seconds": out["seconds"],
-                "pool_version": nash.pool_version, "support": len(nash.members),
+                "pool_version": nash.pool_version, "support": len(nash.ids),
                 "meta_exploitability": nash.meta_exploitability}
         for key in ("exact_br_return", "exact_nash_conv", "trained_exact_return"):
             if key in out:

@@ -67,7 +67,7 @@ def _replica(serve_app: str = "opponents"):
 
 
 class Chaos:
-    """Kills actors of a running ``actors.launch.League`` and measures recoveries."""
+    """Kills actors of a running ``actors.launch.LeagueRun`` and measures recoveries."""
 
     def __init__(self, league, storage: str, rng: np.random.Generator):
         self.league, self.storage, self.rng = league, storage, rng
@@ -183,13 +183,13 @@ def run_chaos(minutes: float = 5.0, storage: str | None = None, seed: int = 0, s
 
     ``schedule``: kill these kinds in this order (then stop) instead of random kinds
     for ``minutes``."""
-    from actors.launch import League, load
+    from actors.launch import LeagueRun, load
 
     storage = storage or tempfile.mkdtemp(prefix="chaos-")
     cfg, info = load(["--config", str(ROOT / config) if not Path(config).is_absolute() else config,
                       f"run.storage={storage}", f"run.seed={seed}", *overrides])
     rng = np.random.default_rng(seed)
-    league = League(cfg, info)
+    league = LeagueRun(cfg, info)
     chaos = Chaos(league, storage, rng)
     start = time.time()
     end = start + minutes * 60.0

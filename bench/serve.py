@@ -52,7 +52,7 @@ def rollout_rate(mode: str, seconds: float, storage: Path, seeds: list[str], gam
                  overrides: list[str]) -> float:
     import ray
 
-    from actors.launch import League, load
+    from actors.launch import LeagueRun, load
 
     cfg, info = load(["--config", "configs/smoke.yaml", f"game.name={game}", f"run.storage={storage}",
                       "roles.main_exploiter.count=0", "roles.league_exploiter.count=0",
@@ -60,7 +60,7 @@ def rollout_rate(mode: str, seconds: float, storage: Path, seeds: list[str], gam
                       f"rollout.envs_per_worker={envs}", f"rollout.opponent_inference={mode}",
                       "roles.main_agent.snapshot_every_steps=100000000", f"serve.port={port}",
                       f"league.seed_snapshots={json.dumps(seeds)}", *overrides])
-    league = League(cfg, info)
+    league = LeagueRun(cfg, info)
     try:
         league.supervise()
         worker = next(iter(league.workers.values()))
@@ -183,14 +183,14 @@ def api_latency(port: int, storage: Path, seeds: list[str], game: str, clients: 
     import ray
     import requests
 
-    from actors.launch import League, load
+    from actors.launch import LeagueRun, load
     from envs import game_info
 
     obs_size = game_info(game).obs_size
     cfg, info = load(["--config", "configs/smoke.yaml", f"game.name={game}", f"run.storage={storage}",
                       "roles.main_exploiter.count=0", "roles.league_exploiter.count=0", "evaluator.count=1",
                       "run.max_minutes=30", f"serve.port={port}", f"league.seed_snapshots={json.dumps(seeds)}"])
-    league = League(cfg, info)
+    league = LeagueRun(cfg, info)
     try:
         league.supervise()
         url = f"http://127.0.0.1:{port}"

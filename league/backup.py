@@ -21,7 +21,6 @@ import os
 import sqlite3
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +76,7 @@ def league_state(league, with_payoff: bool = True) -> dict[str, Any]:
     state = {
         "pool": league.pool_view(),
         "elo": sorted([a, float(r), int(league.elo.games.get(a, 0))] for a, r in league.elo.ratings.items()),
-        "nash": asdict(league.nash_view()),
+        "nash": league.nash_view().to_dict(),
         "pool_version": league.pool_version,
         "counters": dict(sorted(league.counters.items())),
     }

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Generator, Sequence
 
 import numpy as np
@@ -30,11 +30,11 @@ from league.elo import EloTable
 from league.intake import ResultIntake
 from league.matchmaking import CachedWinRates, LeagueView, MatchPlan
 from league.membership import Membership
-from league.messages import Checkpoint, MatchAssignments, NashMember, NashView, ProgressDecision, ResultBatch
+from league.messages import Checkpoint, MatchAssignments, NashMixture, ProgressDecision, ResultBatch
 from league.messages import Result  # noqa: F401  (re-exported: Result used to live here)
 from league.payoff import PayoffTable
 from league.pool import AgentPool, AgentRecord, AgentType
-from league.publication import NashState, Publication
+from league.publication import Publication
 from league.roles import Role, make_role
 from league.seeds import generator
 from league.store import LeagueStore
@@ -115,12 +115,12 @@ class League:
         return self.membership.version
 
     @property
-    def nash(self) -> NashState:
+    def nash(self) -> NashMixture:
         """The published mixture: what /nash, Nash sampling and measurements use."""
         return self.publication.nash
 
     @property
-    def meta_nash(self) -> NashState:
+    def meta_nash(self) -> NashMixture:
         """The latest meta-game solve (``nash`` too, unless the evaluator's mixture is published)."""
         return self.publication.meta_nash
 
@@ -296,21 +296,21 @@ class League:
         """The pool agents the meta-game rests on (``Publication.measured_ids``)."""
         return self.publication.measured_ids()
 
-    def nash_job(self) -> Callable[[], NashState] | None:
+    def nash_job(self) -> Callable[[], NashMixture] | None:
         """A re-solve of the meta-game as it is now, to run in another thread; None while nothing
         is measured. Adopt its result with :meth:`set_nash`."""
         return self.publication.job(self.pool_version)
 
-    def solve_nash(self) -> NashState:
+    def solve_nash(self) -> NashMixture:
         """Solve the zero-sum meta-game over the frozen pool and adopt it."""
         return self.publication.solve(self.pool_version, self.intake.frozen_results)
 
-    def set_nash(self, state: NashState) -> None:
+    def set_nash(self, state: NashMixture) -> None:
         """Adopt a meta-game solve (``Publication.adopt``)."""
         self.publication.adopt(state, self.intake.frozen_results)
 
     def set_published(self, ids: Sequence[str], weights: Sequence[float], pool_version: int,
-                      solve_seconds: float = 0.0) -> NashState:
+                      solve_seconds: float = 0.0) -> NashMixture:
         """Publish the exact evaluator's least exploitable mixture (``Publication.publish_least_exploitable``)."""
         return self.publication.publish_least_exploitable(ids, weights, pool_version, solve_seconds)
 
@@ -369,12 +369,13 @@ class League:
             "diversity_score": self.diversity_score(),
         }
 
-    def nash_view(self, state: NashState | None = None) -> NashView:
-        """The adopted Nash mixture (or ``state``) with each member's role and Elo."""
+    def nash_view(self, state: NashMixture | None = None) -> NashMixture:
+        """The published mixture (or ``state``) as it is handed out: its support, with each member's
+        role and Elo."""
         n = self.nash if state is None else state
-        members = tuple(NashMember(a, float(w), self.role_of(a), self.elo.rating(a)) for a, w in n.support().items())
-        return NashView(members, n.entropy, n.meta_exploitability, n.pool_version, n.solved_at, n.solve_seconds,
-                        n.method)
+        support = n.support()
+        return replace(n, ids=list(support), weights=list(support.values()),
+                       roles=[self.role_of(a) for a in support], elo=[self.elo.rating(a) for a in support])
 
     def pool_view(self) -> list[dict[str, Any]]:
         """Every pool agent, oldest first, with its Elo (``GET /pool``)."""

@@ -85,66 +85,6 @@ class WinRates(Protocol):
     def win_rates_for(self, a: str, ids: Sequence[str]) -> np.ndarray: ...
 
 
-class LeagueMatchmaker:
-    """The seed tutorial's matchmaker: PFSP over the pool, or Nash sampling.
-
-    ``select_opponent(focal)`` draws an opponent for ``focal`` among the other
-    agents of the pool: from the Nash weights when they are set
-    (``set_nash_weights``), otherwise by PFSP with the weight function
-    (``set_weight_function``; None restores f_hard with p=2).
-    """
-
-    def __init__(
-        self,
-        agent_pool: AgentPool,
-        match_database: WinRates,
-        weight_function: WeightFunction | str | None = None,
-        seed: int | None = None,
-    ):
-        self.pool = agent_pool
-        self.match_database = match_database
-        self._weighting: WeightFunction | str = weight_function or "hard"
-        self._nash: dict[str, float] | None = None
-        self.rng = np.random.default_rng(seed)
-
-    def set_weight_function(self, fn: WeightFunction | str | None) -> None:
-        if fn is not None and not callable(fn) and fn not in WEIGHTINGS:
-            raise ValueError(f"unknown PFSP weighting {fn!r}")
-        self._weighting = fn or "hard"
-
-    def set_nash_weights(self, weights: Mapping[str, float] | None) -> None:
-        if weights is None:
-            self._nash = None
-            return
-        clean = {}
-        for agent_id, w in weights.items():
-            w = float(w)
-            if not np.isfinite(w) or w < 0:
-                raise ValueError(f"Nash weight of {agent_id!r} must be finite and >= 0, got {w}")
-            clean[agent_id] = w
-        if sum(clean.values()) <= 0:
-            raise ValueError("Nash weights must have a positive sum")
-        self._nash = clean
-
-    def opponent_probabilities(self, focal: str) -> dict[str, float]:
-        ids = [a for a in self.pool.ids() if a != focal]
-        if not ids:
-            return {}
-        if self._nash is not None:
-            w = np.array([self._nash.get(a, 0.0) for a in ids])
-            if w.sum() > 0:
-                return dict(zip(ids, (w / w.sum()).tolist()))
-        rates = self.match_database.win_rates_for(focal, ids)
-        return dict(zip(ids, pfsp_probabilities(rates, self._weighting).tolist()))
-
-    def select_opponent(self, focal: str) -> str | None:
-        probs = self.opponent_probabilities(focal)
-        if not probs:
-            return None
-        ids = list(probs)
-        return ids[int(self.rng.choice(len(ids), p=np.fromiter(probs.values(), float)))]
-
-
 # -- the league's matches ---------------------------------------------------------
 
 @dataclass(frozen=True)

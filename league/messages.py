@@ -17,7 +17,7 @@ long-running receiver stays up.
     RolloutWorker --submit(policies.rollout.Rollout)> Learner     -> LearnerAck
     RolloutWorker --submit(Rollout, EpisodeGroups)--> Learner     -> LearnerAck  (objective.k_opponents, shaper;
                                                                      once per (source, seq), like its ResultBatch)
-    anyone        --nash()--------------------------> Coordinator -> NashView  (GET /nash is its to_dict)
+    anyone        --nash()--------------------------> Coordinator -> NashMixture  (GET /nash is its to_dict)
 
 A result batch is idempotent per ``(source, seq)``: a retry after a lost reply
 or a coordinator restart is stored once. It counts games per ordered pair
@@ -461,38 +461,49 @@ class Checkpoint:
     state: bytes | None
 
 
-@dataclass(frozen=True)
-class NashMember:
-    agent_id: str
-    weight: float
-    role: str | None
-    elo: float
+@dataclass(frozen=True, eq=False)
+class NashMixture:
+    """A Nash mixture over pool agents, in its one form from where it is made to ``GET /nash``.
 
+    ``league.publication`` makes it: a meta-game solve (all measured agents, zero weights
+    included) or the exact evaluator's least exploitable mixture; the store keeps its fields
+    (``LeagueStore.save_nash``). The coordinator hands out its support with each member's
+    ``roles`` and ``elo`` filled in (``League.nash_view``; empty otherwise), and ``to_dict`` is the
+    body of ``GET /nash``. ``pool_version``: the pool it was made for; ``method``: the solver
+    (``league.nash.NashSolution.method``) or ``least_exploitable``."""
 
-@dataclass(frozen=True)
-class NashView:
-    """The current Nash mixture over the frozen pool (what ``GET /nash`` shows)."""
-
-    members: tuple[NashMember, ...] = ()
+    ids: list[str] = field(default_factory=list)
+    weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
     entropy: float = 0.0
     meta_exploitability: float = 0.0
     pool_version: int = -1
     solved_at: float = 0.0
     solve_seconds: float = 0.0
     method: str = ""
+    roles: list[str | None] = field(default_factory=list)
+    elo: list[float] = field(default_factory=list)
 
-    @property
-    def ids(self) -> list[str]:
-        return [m.agent_id for m in self.members]
+    def __post_init__(self):
+        object.__setattr__(self, "ids", list(self.ids))
+        object.__setattr__(self, "weights", np.asarray(self.weights, dtype=np.float64).reshape(-1))
+        object.__setattr__(self, "roles", list(self.roles))
+        object.__setattr__(self, "elo", [float(x) for x in self.elo])
+        if len(self.weights) != len(self.ids):
+            raise ValueError(f"NashMixture: {len(self.ids)} ids and {len(self.weights)} weights")
+        if (self.roles and len(self.roles) != len(self.ids)) or (self.elo and len(self.elo) != len(self.ids)):
+            raise ValueError("NashMixture: roles and elo name every member or none")
 
-    @property
-    def weights(self) -> np.ndarray:
-        return np.array([m.weight for m in self.members], dtype=np.float64)
+    def support(self, eps: float = 1e-9) -> dict[str, float]:
+        """Agent id -> weight of the members with weight above ``eps``."""
+        return {a: float(w) for a, w in zip(self.ids, self.weights.tolist()) if w > eps}
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: ``agents`` is a list of {agent_id, weight, role, elo}."""
+        """JSON-ready (``GET /nash``): ``agents`` is a list of {agent_id, weight, role, elo}."""
+        roles = self.roles or [None] * len(self.ids)
+        elo = self.elo or [None] * len(self.ids)
         return {
-            "agents": [{"agent_id": m.agent_id, "weight": m.weight, "role": m.role, "elo": m.elo} for m in self.members],
+            "agents": [{"agent_id": a, "weight": w, "role": r, "elo": e}
+                       for a, w, r, e in zip(self.ids, self.weights.tolist(), roles, elo)],
             "entropy": self.entropy, "meta_exploitability": self.meta_exploitability,
             "pool_version": self.pool_version, "solved_at": self.solved_at, "solve_seconds": self.solve_seconds,
             "method": self.method,

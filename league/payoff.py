@@ -7,13 +7,11 @@ A result for (a, b) updates (b, a) with the mirrored outcome.
 
 An outcome is a score in [0, 1] from the first agent's side: 1 win, 0 loss,
 exactly 0.5 a draw; any other score counts ``score`` wins and ``1 - score``
-losses (the tutorial's fractional outcomes).
+losses (the predecessor tutorial's fractional outcomes).
 """
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Sequence
 
 import numpy as np
@@ -241,52 +239,6 @@ class PayoffTable:
         for i, j in zip(*np.nonzero(np.triu(g, 1))):
             out.append((self._ids[i], self._ids[j], *map(float, (self._wins[i, j], self._draws[i, j], self._losses[i, j]))))
         return out
-
-
-class MatchDatabase:
-    """The seed tutorial's match log: ``record(a, b, outcome)`` and ``win_rate``.
-
-    Backed by a :class:`PayoffTable`; with ``db_path`` every result is also
-    appended to a JSONL file and replayed when the database is reopened.
-    """
-
-    def __init__(self, db_path: str | os.PathLike | None = None, decay: float = 1.0, prior: float = 0.5):
-        self.table = PayoffTable(decay=decay, prior=prior)
-        self._path = os.fspath(db_path) if db_path is not None else None
-        if self._path and os.path.exists(self._path):
-            self._replay()
-
-    def record(self, a: str, b: str, outcome: float) -> None:
-        self.table.record(a, b, outcome)
-        if self._path:
-            with open(self._path, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"a": a, "b": b, "outcome": float(outcome)}) + "\n")
-
-    def win_rate(self, a: str, b: str) -> float:
-        if a not in self.table or b not in self.table:
-            return self.table.prior
-        return self.table.win_rate(a, b)
-
-    def win_rates_for(self, a: str, ids: Sequence[str]) -> np.ndarray:
-        if a not in self.table:
-            return np.full(len(ids), self.table.prior)
-        known = [b for b in ids if b in self.table]
-        rates = dict(zip(known, self.table.win_rates_for(a, known)))
-        return np.array([rates.get(b, self.table.prior) for b in ids])
-
-    def _replay(self) -> None:
-        with open(self._path, encoding="utf-8") as f:
-            lines = f.readlines()
-        for n, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                self.table.record(row["a"], row["b"], row["outcome"])
-            except (ValueError, KeyError, TypeError) as exc:
-                if n == len(lines) and not line.endswith("\n"):
-                    continue  # a torn last line: the process died mid-append
-                raise ValueError(f"{self._path}:{n}: unreadable match record ({exc})") from exc
 
 
 def canonical_codes(names: Sequence[str], a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:

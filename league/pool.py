@@ -9,7 +9,6 @@ Nash mixture and every learner's newest self stay playable.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -62,31 +61,30 @@ class AgentRecord:
         d["agent_type"] = self.agent_type.value
         return d
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "AgentRecord":
-        d = dict(d)
-        d["agent_type"] = AgentType.parse(d["agent_type"])
-        return cls(**d)
-
 
 class AgentPool:
     """Records of frozen agents, in insertion order.
 
-    ``pool_manifest``: optional JSON file the pool is loaded from and written
-    to atomically after every change (the seed tutorial's standalone use). The
-    league itself persists the pool in its SQLite store instead.
+    ``pool_manifest``: the predecessor tutorial's persistent pool, a league store
+    the records are read from and every change is written to
+    (``league.tutorial.PoolManifest``). The league itself persists its pool
+    through ``league.membership``.
     """
 
     def __init__(self, pool_manifest: str | os.PathLike | None = None, max_size: int | None = None):
         if max_size is not None and max_size < 1:
             raise ValueError(f"max_size must be >= 1, got {max_size}")
         self.max_size = max_size
-        self._manifest = os.fspath(pool_manifest) if pool_manifest is not None else None
         self._records: dict[str, AgentRecord] = {}
         self._versions: dict[str, int] = {}
         self._protected: set[str] = set()
-        if self._manifest and os.path.exists(self._manifest):
-            self._load_manifest()
+        self._manifest = None
+        if pool_manifest is not None:
+            from league.tutorial import PoolManifest  # here, not at the top: the store imports this module
+
+            self._manifest = PoolManifest(pool_manifest)
+            for record in self._manifest.records():
+                self.insert(record)
 
     # -- queries ---------------------------------------------------------
     def __len__(self) -> int:
@@ -161,8 +159,9 @@ class AgentPool:
             snapshot_path=snapshot_path,
         )
         self.insert(record)
-        self.evict()
-        self._save_manifest()
+        evicted = self.evict()
+        if self._manifest is not None:
+            self._manifest.changed(record, [r.agent_id for r in evicted])
         return record
 
     def insert(self, record: AgentRecord) -> None:
@@ -177,7 +176,8 @@ class AgentPool:
         record = self.get(agent_id)
         del self._records[agent_id]
         self._protected.discard(agent_id)
-        self._save_manifest()
+        if self._manifest is not None:
+            self._manifest.changed(removed=[agent_id])
         return record
 
     def protect(self, agent_ids: Iterable[str]) -> None:
@@ -204,24 +204,3 @@ class AgentPool:
             )
         removed = [self._records.pop(a) for a in victims]
         return removed
-
-    # -- the tutorial's JSON manifest --------------------------------------
-    def _load_manifest(self) -> None:
-        try:
-            with open(self._manifest, encoding="utf-8") as f:
-                data = json.load(f)
-            records = [AgentRecord.from_dict(d) for d in data]
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            raise ValueError(f"pool manifest {self._manifest} is unreadable: {exc}") from exc
-        for record in records:
-            self.insert(record)
-
-    def _save_manifest(self) -> None:
-        if not self._manifest:
-            return
-        tmp = self._manifest + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump([r.to_dict() for r in self._records.values()], f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._manifest)

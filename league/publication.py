@@ -12,34 +12,19 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from league.elo import EloTable
+from league.messages import NashMixture
 from league.nash import NashSolver, meta_exploitability, nash_entropy
 from league.payoff import PayoffTable
 from league.pool import AgentPool
 from league.store import LeagueStore
 
 
-@dataclass
-class NashState:
-    ids: list[str] = field(default_factory=list)
-    weights: list[float] = field(default_factory=list)
-    entropy: float = 0.0
-    meta_exploitability: float = 0.0
-    solved_at: float = 0.0
-    pool_version: int = -1
-    solve_seconds: float = 0.0
-    method: str = ""
-
-    def support(self, eps: float = 1e-9) -> dict[str, float]:
-        return {a: w for a, w in zip(self.ids, self.weights) if w > eps}
-
-
-def solve_meta_game(solver: NashSolver, ids: list[str], matrix: np.ndarray, pool_version: int) -> NashState:
+def solve_meta_game(solver: NashSolver, ids: list[str], matrix: np.ndarray, pool_version: int) -> NashMixture:
     """The Nash of the win-rate matrix ``matrix`` over ``ids`` (as a zero-sum game,
     win rate - 1/2). Touches only ``solver`` and its arguments, so the coordinator
     can run it in a worker thread on a copy of the matrix."""
@@ -48,8 +33,8 @@ def solve_meta_game(solver: NashSolver, ids: list[str], matrix: np.ndarray, pool
     seconds = time.perf_counter() - start
     weights = np.clip(solution.row, 0.0, None)
     weights = weights / weights.sum()
-    return NashState(
-        ids=list(ids), weights=weights.tolist(), entropy=nash_entropy(weights),
+    return NashMixture(
+        ids=ids, weights=weights, entropy=nash_entropy(weights),
         meta_exploitability=float(meta_exploitability(matrix - 0.5, weights)), solved_at=time.time(),
         pool_version=pool_version, solve_seconds=seconds, method=solution.method,
     )
@@ -67,9 +52,9 @@ class Publication:
         self.pool, self.payoff, self.elo, self.learner_roles = pool, payoff, elo, learner_roles
         self.publish, self.store = publish, store
         self.solver = NashSolver()
-        self.nash = NashState()
+        self.nash = NashMixture()
         self.meta_nash = self.nash
-        self.published: NashState | None = None
+        self.published: NashMixture | None = None
         self.results_at_solve = 0  # the intake's frozen results when meta_nash was adopted
 
     def restore(self, store: LeagueStore) -> None:
@@ -77,7 +62,7 @@ class Publication:
         latest = store.latest_nash()
         if latest is None:
             return
-        self.nash = NashState(**{k: latest[k] for k in ("ids", "weights", "entropy", "meta_exploitability",
+        self.nash = NashMixture(**{k: latest[k] for k in ("ids", "weights", "entropy", "meta_exploitability",
                                                        "solved_at", "pool_version", "solve_seconds", "method")})
         self.meta_nash = self.nash
         if self.nash.method == "least_exploitable" and self.publish == "least_exploitable":
@@ -115,7 +100,7 @@ class Publication:
         ids = self.measured_ids()
         return ids, self.payoff.matrix(ids) if ids else np.zeros((0, 0))
 
-    def job(self, pool_version: int) -> Callable[[], NashState] | None:
+    def job(self, pool_version: int) -> Callable[[], NashMixture] | None:
         """A re-solve of the meta-game as it is now, to run in another thread (it touches only
         copies); None while nothing is measured. Adopt its result with :meth:`adopt`."""
         ids, matrix = self.payoff_matrix()
@@ -123,7 +108,7 @@ class Publication:
             return None
         return functools.partial(solve_meta_game, self.solver, ids, matrix.copy(), pool_version)
 
-    def solve(self, pool_version: int, frozen_results: int) -> NashState:
+    def solve(self, pool_version: int, frozen_results: int) -> NashMixture:
         """Solve the meta-game over the frozen pool now and adopt it."""
         ids, matrix = self.payoff_matrix()
         if not ids:
@@ -132,7 +117,7 @@ class Publication:
         self.adopt(state, frozen_results)
         return state
 
-    def adopt(self, state: NashState, frozen_results: int) -> None:
+    def adopt(self, state: NashMixture, frozen_results: int) -> None:
         """Adopt a meta-game solve (solved here or in a worker thread; ``frozen_results``: the
         intake's count now): it is published, and persisted, unless the evaluator's least
         exploitable mixture is."""
@@ -144,7 +129,7 @@ class Publication:
             self._protect()
 
     def publish_least_exploitable(self, ids: Sequence[str], weights: Sequence[float], pool_version: int,
-                                  solve_seconds: float = 0.0) -> NashState:
+                                  solve_seconds: float = 0.0) -> NashMixture:
         """Publish the exact evaluator's least exploitable mixture of measured snapshots
         (``evaluator.publish: least_exploitable``) in place of the meta-game Nash. Members evicted
         since are dropped and the rest renormalised; its meta-exploitability is measured on the
@@ -159,7 +144,7 @@ class Publication:
             raise ValueError(f"no member of the published mixture is in the pool (ids {ids[:5]})")
         ids, w = [a for a, k in zip(ids, keep) if k], w[keep] / w[keep].sum()
         matrix = self.payoff.matrix(ids)
-        state = NashState(ids=ids, weights=w.tolist(), entropy=nash_entropy(w),
+        state = NashMixture(ids=ids, weights=w, entropy=nash_entropy(w),
                           meta_exploitability=float(meta_exploitability(matrix - 0.5, w)), solved_at=time.time(),
                           pool_version=int(pool_version), solve_seconds=float(solve_seconds),
                           method="least_exploitable")
@@ -171,7 +156,7 @@ class Publication:
         """No agent with weight in the published mixture or the meta-game Nash is evicted."""
         self.pool.protect({**self.meta_nash.support(), **self.nash.support()})
 
-    def _publish(self, state: NashState) -> None:
+    def _publish(self, state: NashMixture) -> None:
         self.nash = state
         self._protect()
         if self.store is not None:

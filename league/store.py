@@ -255,6 +255,11 @@ class LeagueStore:
             for agent_id in clear_payoff:
                 db.execute("DELETE FROM payoff WHERE a = ? OR b = ?", (agent_id, agent_id))
 
+    def remove_agents(self, agent_ids: Iterable[str]) -> None:
+        """Mark agents removed and drop their weights, atomically."""
+        with self.transaction() as db:
+            self._remove(db, agent_ids)
+
     def _remove(self, db: sqlite3.Connection, agent_ids: Iterable[str]) -> None:
         now = time.time()
         for agent_id in agent_ids:

@@ -42,7 +42,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from league.messages import NashView
+from league.messages import NashMixture
 from policies.snapshot import SnapshotCache
 from serve.codec import (MAX_BODY_BYTES, MSGPACK, BadRequest, decode_body, encode_json, encode_msgpack,
                          parse_act_request, safe_text)
@@ -92,7 +92,7 @@ class LeagueAPI:
         self.game = {"name": game, "obs_size": obs_size, "num_actions": num_actions}
         self.cache = SnapshotCache(cache_size)
         self.table = PlayTable(game, game_params, play_sessions, play_ttl_s) if playable(game, game_params) else None
-        self._nash: NashView | None = None
+        self._nash: NashMixture | None = None
         self._nash_task: asyncio.Task | None = None
 
     # -- plumbing -----------------------------------------------------------
@@ -132,7 +132,7 @@ class LeagueAPI:
                 log.warning("Nash refresh failed: %s", exc)
             await asyncio.sleep(NASH_REFRESH_S)
 
-    async def _current_nash(self) -> NashView:
+    async def _current_nash(self) -> NashMixture:
         """The mixture as of at most ~NASH_REFRESH_S ago, kept current by one background task."""
         if self._nash_task is None or self._nash_task.done():
             self._nash_task = asyncio.get_running_loop().create_task(self._refresh_nash())
@@ -175,7 +175,7 @@ class LeagueAPI:
             return _error(exc.status, str(exc))
         t1 = time.perf_counter()
         n = await self._current_nash()
-        if not n.members:
+        if not n.ids:
             return _error(409, "the league has no Nash mixture yet")
         t2 = time.perf_counter()
         ids, weights = n.ids, n.weights
@@ -224,7 +224,7 @@ class LeagueAPI:
             if not isinstance(body, dict) or set(body) - {"seat"}:
                 raise BadRequest("the body must be an object with at most a 'seat' field (0 or 1)", 422)
             n = await self._current_nash()
-            if not n.members:
+            if not n.ids:
                 raise PlayError("the league has no Nash mixture yet", 409)
             ids, weights = n.ids, n.weights
             seed = secrets.randbits(64)

@@ -175,13 +175,13 @@ def user_ray(request, tmp_path_factory):
 def run_league(storage, game: str, *overrides, until, timeout=120.0):
     """A small league on ``game`` in this process's Ray until ``until(status)``; stopped, killed,
     and the last status returned."""
-    from actors.launch import League, load
+    from actors.launch import LeagueRun, load
 
     cfg, info = load(["--config", "configs/smoke.yaml", f"game.name={game}", f"run.storage={storage}",
                       "serve.api=false", "rollout.opponent_inference=inprocess", "evaluator.probe_every_seconds=0",
                       "evaluator.exact=false", "evaluator.games_per_pair=16", "rollout.envs_per_worker=16",
                       "roles.league_exploiter.count=0", *overrides])
-    league = League(cfg, info)
+    league = LeagueRun(cfg, info)
     try:
         deadline = time.time() + timeout
         while True:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from actors.launch import League, load
+from actors.launch import LeagueRun, load
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 PORT = 8014
@@ -51,7 +51,7 @@ def league(ray_local, tmp_path_factory):
                       "run.max_minutes=30", f"serve.port={PORT}", "roles.main_exploiter.count=0",
                       "roles.league_exploiter.count=0", "rollout.envs_per_worker=32", "evaluator.count=1",
                       "evaluator.exact=false", f"league.seed_snapshots={json.dumps(seeds)}"])
-    lg = League(cfg, info)
+    lg = LeagueRun(cfg, info)
     lg.supervise()
     deadline = time.time() + 120
     while time.time() < deadline:

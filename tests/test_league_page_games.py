@@ -12,7 +12,7 @@ import pytest
 import requests
 from test_league_page import browser, pause, wait  # noqa: F401 (browser is a fixture)
 
-from actors.launch import League, load
+from actors.launch import LeagueRun, load
 
 pytest.importorskip("rlcard")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -50,7 +50,7 @@ def running_league(folder, config: str, game: str, params: dict, *overrides: str
                       "rollout.envs_per_worker=16", "rollout.steps_per_batch=512", "evaluator.count=1",
                       "evaluator.games_per_pair=16", "league.nash_every_seconds=2",
                       f"league.seed_snapshots={json.dumps(seeds)}", *overrides])
-    lg = League(cfg, info)
+    lg = LeagueRun(cfg, info)
     try:
         lg.supervise()
         deadline = time.time() + 120

@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from actors.launch import League, load
+from actors.launch import LeagueRun, load
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -22,7 +22,7 @@ def wait_for(fn, timeout=120.0, every=0.5):
 
 def start_league(tmp_path, *overrides, config="configs/smoke.yaml"):
     cfg, info = load(["--config", config, f"run.storage={tmp_path}", "run.max_minutes=10", *overrides])
-    league = League(cfg, info)
+    league = LeagueRun(cfg, info)
     league.supervise()
     return league
 
@@ -94,13 +94,13 @@ def test_biased_rps_nash_mixture_plays_the_known_equilibrium(ray_local, tmp_path
             league.supervise()
             nash = ray.get(league.coordinator.nash.remote())
             status = league.status()
-            if status["pool_size"] < 8 or not nash.members:
+            if status["pool_size"] < 8 or not nash.ids:
                 return None
             probs = np.zeros(3)
-            for member in nash.members:
-                model = policy_from_bytes(ray.get(league.coordinator.get_snapshot.remote(member.agent_id)))
+            for agent_id, weight in zip(nash.ids, nash.weights):
+                model = policy_from_bytes(ray.get(league.coordinator.get_snapshot.remote(agent_id)))
                 obs = np.array([[1.0, 0.0]], dtype=np.float32)
-                probs += member.weight * model.probs(obs, np.ones((1, 3), dtype=bool))[0]
+                probs += weight * model.probs(obs, np.ones((1, 3), dtype=bool))[0]
             return probs
         deadline = time.time() + 240
         best = None

@@ -103,7 +103,7 @@ def test_read_models_describe_the_league(cfg):
     league.solve_nash()
     nash = league.nash_view()
     assert nash.ids == [a.agent_id] and nash.weights.tolist() == pytest.approx([1.0])
-    assert nash.members[0].role == "main_agent"
+    assert nash.roles == ["main_agent"] and nash.elo == [league.elo.rating(a.agent_id)]
     assert nash.to_dict()["agents"][0]["agent_id"] == a.agent_id
     assert [p["agent_id"] for p in league.pool_view()] == [a.agent_id, b.agent_id]
     payoff = league.payoff_view()

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from league.matchmaking import Match
-from league.messages import ExactScores, MatchAssignments, NashMember, NashView, Result, ResultBatch
+from league.messages import ExactScores, MatchAssignments, NashMixture, Result, ResultBatch
 from league.store import encode_batch
 
 
@@ -118,11 +118,17 @@ def test_exact_scores_round_trip():
     assert s.triples() == [("a", "b", 0.25), ("b", "c", 1.0)] and len(s) == 2
 
 
-def test_nash_view_as_json():
-    view = NashView((NashMember("a", 0.25, "main_agent", 1010.0), NashMember("b", 0.75, None, 990.0)), 0.56, 0.01, 4,
-                    100.0, 0.002, "lp")
+def test_nash_mixture_as_json():
+    view = NashMixture(["a", "b"], [0.25, 0.75], 0.56, 0.01, 4, 100.0, 0.002, "lp", ["main_agent", None],
+                       [1010.0, 990.0])
     assert view.ids == ["a", "b"] and view.weights.tolist() == [0.25, 0.75]
     d = view.to_dict()
     assert d["agents"] == [{"agent_id": "a", "weight": 0.25, "role": "main_agent", "elo": 1010.0},
                            {"agent_id": "b", "weight": 0.75, "role": None, "elo": 990.0}]
     assert (d["pool_version"], d["method"]) == (4, "lp")
+
+
+@pytest.mark.parametrize("fields", [dict(ids=["a", "b"], weights=[1.0]), dict(ids=["a"], weights=[1.0], elo=[1, 2])])
+def test_nash_mixture_refuses_columns_of_other_lengths(fields):
+    with pytest.raises(ValueError, match="NashMixture"):
+        NashMixture(**fields)

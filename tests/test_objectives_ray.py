@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from actors.launch import League, load
+from actors.launch import LeagueRun, load
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 K = 3
@@ -29,7 +29,7 @@ def test_grouped_play_reaches_the_shaper_whole_and_a_failing_shaper_stops_only_i
         f"params: {{path: '{log_path}'}}}}",
         "roles.main_exploiter.objective={k_opponents: 2, shaper: 'tests.test_objectives:raising_shaper'}",
     ])
-    league = League(cfg, info)
+    league = LeagueRun(cfg, info)
     main, exploiter = league.learners["main_agent-0"], league.learners["main_exploiter-0"]
     try:
         league.supervise()
@@ -120,7 +120,7 @@ def test_a_rollout_worker_killed_mid_run_delivers_every_stored_group_to_the_lear
         f"roles.main_agent.objective={{k_opponents: {K}, shaper: 'tests.test_objectives:recording_shaper', "
         f"params: {{path: '{log_path}'}}}}",
     ])
-    league = League(cfg, info)
+    league = LeagueRun(cfg, info)
     [wid] = league.workers
     learner, staged = league.learners["main_agent-0"], Outbox(storage, wid).pending_path
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from league import AgentPool, AgentType, MatchDatabase, PayoffTable
+from league import AgentPool, AgentType, LeagueStore, MatchDatabase, PayoffTable, StoreError
 
 
 def test_pool_add_get_list_filter_remove():
@@ -33,15 +33,23 @@ def test_pool_eviction_keeps_nash_support_and_each_learners_latest():
     assert pool.ids() == ["l0-v1", "l0-v3", "l1-v2"]
 
 
-def test_pool_manifest_roundtrip(tmp_path):
+def test_pool_manifest_is_a_league_store_that_reopens_with_the_same_records(tmp_path):
     path = tmp_path / "pool.json"
-    pool = AgentPool(pool_manifest=path)
-    pool.add(snapshot_path="x.pt", agent_type=AgentType.LEAGUE_EXPLOITER, metadata={"a": [1, 2]})
+    pool = AgentPool(pool_manifest=path, max_size=2)
+    a = pool.add(snapshot_path="x.pt", agent_type=AgentType.LEAGUE_EXPLOITER, metadata={"a": [1, 2]})
+    pool.add(agent_type=AgentType.MAIN_AGENT)
+    pool.add(agent_type=AgentType.MAIN_AGENT)  # evicts the oldest, a
     again = AgentPool(pool_manifest=path)
     assert [r.to_dict() for r in again.list()] == [r.to_dict() for r in pool.list()]
-    path.write_text("{not json")
-    with pytest.raises(ValueError, match="unreadable"):
-        AgentPool(pool_manifest=path)
+    assert a.agent_id not in again and len(again) == 2
+    again.remove("main_agent-v2")
+    assert AgentPool(pool_manifest=path).ids() == ["main_agent-v1"]
+    with LeagueStore(path, create=False) as store:  # the league's own store, read as any other
+        assert [r.agent_id for r in store.agents()] == ["main_agent-v1"]
+    other = tmp_path / "other.json"
+    other.write_text("{not json")
+    with pytest.raises(StoreError, match="not a readable nash-league store"):
+        AgentPool(pool_manifest=other)
 
 
 def test_win_rate_counts_draws_as_half_and_uses_prior_without_games():
@@ -111,14 +119,18 @@ def test_payoff_rejects_bad_decay_and_unknown_ids():
         PayoffTable().win_rate("ghost", "x")
 
 
-def test_match_database_jsonl_replays_and_tolerates_torn_tail(tmp_path):
-    path = tmp_path / "m.jsonl"
+def test_match_database_reopens_from_its_store_with_the_same_win_rates(tmp_path):
+    path = tmp_path / "matches.jsonl"
     db = MatchDatabase(db_path=path)
-    db.record("a", "b", 1.0)
-    db.record("a", "b", 0.0)
-    db.record("b", "a", 0.0)
-    with open(path, "a") as f:
-        f.write('{"a": "a", "b"')  # killed mid-append
+    for a, b, outcome in [("a", "b", 1.0), ("a", "b", 0.0), ("b", "a", 0.0), ("a", "c", 0.7)]:
+        db.record(a, b, outcome)
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        db.record("a", "b", 1.5)  # refused, and not stored
     again = MatchDatabase(db_path=path)
     assert again.win_rate("a", "b") == pytest.approx(2 / 3)
+    assert again.win_rate("a", "c") == pytest.approx(0.7)  # a fractional outcome: 0.7 wins, 0.3 losses
     assert again.win_rate("a", "unseen") == 0.5
+    again.record("c", "a", 1.0)
+    assert MatchDatabase(db_path=path).win_rate("a", "c") == pytest.approx(0.35)
+    with LeagueStore(path, create=False) as store:
+        assert store.result_count() == 5

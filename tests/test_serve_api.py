@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from actors.launch import League, load
+from actors.launch import LeagueRun, load
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 PORT = 8013
@@ -50,7 +50,7 @@ def league(ray_local, tmp_path_factory):
                       f"serve.port={PORT}", "rollout.opponent_inference=serve", "roles.main_agent.sampling=pfsp",
                       "roles.main_exploiter.count=0", "roles.league_exploiter.count=0",
                       "roles.main_agent.snapshot_every_steps=1000000000", f"league.seed_snapshots={json.dumps(seeds)}"])
-    lg = League(cfg, info)
+    lg = LeagueRun(cfg, info)
     lg.supervise()
     deadline = time.time() + 120
     while time.time() < deadline:
