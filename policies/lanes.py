@@ -51,7 +51,8 @@ class MatchQueue:
         if batch < 1:
             raise ValueError(f"a match queue draws at least one match at a time, got {batch}")
         self._draw, self.batch = draw, int(batch)
-        self._head: MatchAssignments | None = None
+        self._head: MatchAssignments | None = None  # the last draw; its matches from _pos on are queued
+        self._pos = 0
         self.branches: dict[str, int] = {}
         self.names: list[str] = []  # opponent ids by code
         self._codes: dict[str, int] = {}
@@ -61,15 +62,15 @@ class MatchQueue:
         """The next ``n`` (>= 1) matches."""
         parts = []
         while n > 0:
-            if self._head is None or not len(self._head):
-                self._head = self._draw(self.batch)
+            if self._head is None or self._pos == len(self._head):
+                self._head, self._pos = self._draw(self.batch), 0
                 if not len(self._head):
                     raise RuntimeError("the match plan drew no matches")
                 for name, count in self._head.branch_counts().items():
                     self.branches[name] = self.branches.get(name, 0) + count
-            cut = min(n, len(self._head))
-            parts.append(self._head.part(0, cut))
-            self._head = self._head.part(cut, len(self._head))
+            cut = min(n, len(self._head) - self._pos)
+            parts.append(self._head.part(self._pos, self._pos + cut))
+            self._pos += cut
             n -= cut
         return parts[0] if len(parts) == 1 else MatchAssignments.concat(parts)
 
@@ -115,27 +116,32 @@ class Groups:
     A new episode takes the next free slot of the open group; when none is left, a group opens
     with k matches from the queue and the learner version given. The k episodes of a group may
     start on different steps and in any environments. Running groups are rows of a table (at most
-    one per running episode, plus the open group); a complete group's row is reused. Group ids are
-    never reused: they count up from ``first_id``.
+    one per running episode, plus the open group), a row's k slots at ``row * k + slot`` of the
+    per-episode columns; a complete group's row is reused. Group ids are never reused: they count
+    up from ``first_id``.
     """
+
+    ROW_COLUMNS = ("in_use", "id", "version", "started")  # per group
+    SLOT_COLUMNS = ("opponent", "live", "finished", "episode", "returns", "scores", "decisions")  # per episode
 
     def __init__(self, k: int, first_id: int, matches: MatchQueue):
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         self.k, self.next_id, self.matches = int(k), int(first_id), matches
         self.open = -1  # the row of the group whose slots are still being handed out
-        self._free = np.zeros(0, dtype=np.int64)
+        self._free = np.zeros(0, dtype=np.int64)  # a stack of free rows: _free[:_top]
+        self._top = 0
         self.in_use = np.zeros(0, dtype=bool)
         self.id = np.zeros(0, dtype=np.int64)
         self.version = np.zeros(0, dtype=np.int64)
         self.started = np.zeros(0, dtype=np.int64)  # slots handed out
-        self.opponent = np.zeros((0, k), dtype=np.int64)
-        self.live = np.zeros((0, k), dtype=bool)
-        self.finished = np.zeros((0, k), dtype=bool)
-        self.episode = np.zeros((0, k), dtype=np.int64)
-        self.returns = np.zeros((0, k))
-        self.scores = np.zeros((0, k))
-        self.decisions = np.zeros((0, k), dtype=np.int64)
+        self.opponent = np.zeros(0, dtype=np.int64)  # the opponent's code (MatchQueue.names)
+        self.live = np.zeros(0, dtype=bool)
+        self.finished = np.zeros(0, dtype=bool)
+        self.episode = np.zeros(0, dtype=np.int64)
+        self.returns = np.zeros(0)
+        self.scores = np.zeros(0)
+        self.decisions = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
         """Running groups."""
@@ -145,79 +151,88 @@ class Groups:
         """Versions that running groups play (the worker keeps their policies)."""
         return set(np.unique(self.version[self.in_use]).tolist())
 
-    def start(self, n: int, version: int) -> tuple[np.ndarray, np.ndarray]:
-        """Slots for ``n`` new episodes: (group rows, slots), each (n,); the opponent of an episode is
-        ``opponent[row, slot]``, live when ``live[row, slot]``."""
-        rows, slots = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    def start(self, n: int, version: int) -> np.ndarray:
+        """Slots for ``n`` new episodes, as ``row * k + slot``: the opponent of an episode is
+        ``opponent[slot]``, live when ``live[slot]``; its group plays ``version[slot // k]``."""
+        k = self.k
         first = 0
+        head = np.zeros(0, dtype=np.int64)
         if self.open >= 0:
             s = int(self.started[self.open])
-            first = min(n, self.k - s)
-            rows[:first], slots[:first] = self.open, np.arange(s, s + first)
+            first = min(n, k - s)
+            head = self.open * k + np.arange(s, s + first)
             self.started[self.open] += first
+            if self.started[self.open] == k:
+                self.open = -1
         rest = n - first
-        if rest:
-            m = -(-rest // self.k)
-            new = self._rows(m)
-            matches = self.matches.take(m * self.k)
-            self.id[new] = np.arange(self.next_id, self.next_id + m)
-            self.next_id += m
-            self.version[new] = version
-            self.opponent[new] = self.matches.codes(matches).reshape(m, self.k)
-            self.live[new] = matches.live[matches.opponent].reshape(m, self.k)
-            self.finished[new] = False
-            self.started[new] = self.k
-            self.started[new[-1]] = rest - (m - 1) * self.k
-            q = np.arange(rest)
-            rows[first:], slots[first:] = new[q // self.k], q % self.k
+        if not rest:
+            return head
+        m = -(-rest // k)
+        new = self._rows(m)
+        matches = self.matches.take(m * k)
+        self.id[new] = np.arange(self.next_id, self.next_id + m)
+        self.next_id += m
+        self.version[new] = version
+        self.started[new] = k
+        slots = (new[:, None] * k + np.arange(k)).reshape(-1)
+        self.opponent[slots] = self.matches.codes(matches)
+        self.live[slots] = matches.live[matches.opponent]
+        self.finished[slots] = False
+        if rest < m * k:  # the last group opens with slots left
             self.open = int(new[-1])
-        if self.open >= 0 and self.started[self.open] == self.k:
-            self.open = -1
-        return rows, slots
+            self.started[self.open] = rest - (m - 1) * k
+        slots = slots[:rest]
+        return np.concatenate([head, slots]) if first else slots
 
-    def finish(self, rows, slots, episodes, returns, scores, decisions) -> CompletedGroups:
-        """Episodes that ended in group rows ``rows``, slots ``slots``; the groups they completed, in
+    def finish(self, slots, episodes, returns, scores, decisions) -> CompletedGroups:
+        """Episodes that ended in ``slots`` (``row * k + slot``); the groups they completed, in
         order of the episode that completed each."""
-        rows, slots = np.asarray(rows, dtype=np.int64), np.asarray(slots, dtype=np.int64)
-        twice = self.finished[rows, slots]
-        if len(rows) > 1 and not twice.any():  # or twice in this call
-            key = np.sort(rows * self.k + slots)
-            twice = np.isin(rows * self.k + slots, key[1:][key[1:] == key[:-1]])
-        if twice.any():
-            i = int(np.flatnonzero(twice)[0])
-            raise ValueError(f"episode slot {slots[i]} of group {self.id[rows[i]]} finished twice")
-        self.finished[rows, slots] = True
-        self.episode[rows, slots], self.returns[rows, slots] = episodes, returns
-        self.scores[rows, slots], self.decisions[rows, slots] = scores, decisions
-        if self.k == 1:
-            touched = rows  # one episode per group: each row once
+        slots = np.asarray(slots, dtype=np.int64)
+        k = self.k
+        if self.finished[slots].any():  # (an env holds its slot alone: no slot twice in one call)
+            i = int(np.flatnonzero(self.finished[slots])[0])
+            raise ValueError(f"episode slot {slots[i] % k} of group {self.id[slots[i] // k]} finished twice")
+        self.finished[slots] = True
+        self.episode[slots], self.returns[slots], self.scores[slots], self.decisions[slots] = \
+            episodes, returns, scores, decisions
+        if k == 1:  # a group of one completes with its episode
+            done = slots
         else:  # each group once, in order of its last episode here
+            rows = slots // k
             last, index = np.unique(rows[::-1], return_index=True)
             touched = last[np.argsort(len(rows) - 1 - index, kind="stable")]
-        done = touched[(self.started[touched] == self.k) & self.finished[touched].all(axis=1)]
+            done = touched[(self.started[touched] == k) & self.finished.reshape(-1, k)[touched].all(axis=1)]
         self.in_use[done] = False
-        self._free = np.concatenate([self._free, done])
-        return CompletedGroups(self.id[done], self.version[done], self.opponent[done], self.episode[done],
-                               self.returns[done], self.scores[done], self.decisions[done])
+        self._free[self._top:self._top + len(done)] = done
+        self._top += len(done)
+        per_episode = (done[:, None] * k + np.arange(k)).reshape(-1) if k > 1 else done
+        return CompletedGroups(self.id[done], self.version[done],
+                               *(getattr(self, c)[per_episode].reshape(-1, k)
+                                 for c in ("opponent", "episode", "returns", "scores", "decisions")))
 
     def _rows(self, m: int) -> np.ndarray:
         """``m`` free rows of the table, grown when it is full."""
-        if len(self._free) < m:
+        if self._top < m:
             size = len(self.id)
-            grow = max(m - len(self._free), size, 16)
-            self._free = np.concatenate([self._free, np.arange(size, size + grow)])
-            for name in ("in_use", "id", "version", "started", "opponent", "live", "finished", "episode", "returns",
-                         "scores", "decisions"):
+            grow = max(m - self._top, size, 16)
+            self._free = np.concatenate([np.arange(size + grow - 1, size - 1, -1), self._free[:self._top],
+                                         np.zeros(size, dtype=np.int64)])
+            self._top += grow
+            for name in self.ROW_COLUMNS:
                 old = getattr(self, name)
-                setattr(self, name, np.concatenate([old, np.zeros((grow, *old.shape[1:]), dtype=old.dtype)]))
-        rows, self._free = self._free[:m], self._free[m:]
+                setattr(self, name, np.concatenate([old, np.zeros(grow, dtype=old.dtype)]))
+            for name in self.SLOT_COLUMNS:
+                old = getattr(self, name)
+                setattr(self, name, np.concatenate([old, np.zeros(grow * self.k, dtype=old.dtype)]))
+        self._top -= m
+        rows = self._free[self._top:self._top + m].copy()
         self.in_use[rows] = True
         return rows
 
 
 class Lane:
     """A sub-vector of environments: for each, the running episode, the learner's decisions in it,
-    its group row and slot (``Groups``), the learner version that group plays and its opponent; and
+    its slot in a group (``Groups``), the learner version that group plays and its opponent; and
     the step prepared (the learner's actions chosen, the opponents' request out) but not taken."""
 
     def __init__(self, game: VectorGame, rng: np.random.Generator):
@@ -226,8 +241,7 @@ class Lane:
         self.play = TwoSeatPlay(game, rng.integers(0, 2, size=E))  # the learner's seat per env
         self.episode = np.zeros(E, dtype=np.int64)
         self.decisions = np.zeros(E, dtype=np.int64)
-        self.group = np.zeros(E, dtype=np.int64)
-        self.slot = np.zeros(E, dtype=np.int64)
+        self.slot = np.zeros(E, dtype=np.int64)  # row * k + slot in Groups
         self.version = np.zeros(E, dtype=np.int64)
         self.opponent = np.zeros(E, dtype=np.int64)  # the opponent's code (MatchQueue.names)
         self.live = np.zeros(E, dtype=bool)
@@ -343,10 +357,10 @@ class Lanes:
     # -- one step ---------------------------------------------------------------------
     def _start_episodes(self, lane: Lane, rows: np.ndarray) -> None:
         """New episodes in ``rows`` take group slots and their matches."""
-        group, slot = self.groups.start(rows.size, self.version)
-        lane.group[rows], lane.slot[rows] = group, slot
-        lane.opponent[rows], lane.live[rows] = self.groups.opponent[group, slot], self.groups.live[group, slot]
-        lane.version[rows] = self.groups.version[group]
+        slots = self.groups.start(rows.size, self.version)
+        lane.slot[rows] = slots
+        lane.opponent[rows], lane.live[rows] = self.groups.opponent[slots], self.groups.live[slots]
+        lane.version[rows] = self.groups.version[slots // self.k]
         lane.episode[rows] = np.arange(self._next_episode, self._next_episode + rows.size)
         self._next_episode += rows.size
         if len(self.held) > 1:
@@ -420,8 +434,8 @@ class Lanes:
         if not len(done):
             return
         rows = done.rows
-        complete = self.groups.finish(lane.group[rows], lane.slot[rows], lane.episode[rows], done.returns,
-                                      done.scores, lane.decisions[rows])
+        complete = self.groups.finish(lane.slot[rows], lane.episode[rows], done.returns, done.scores,
+                                      lane.decisions[rows])
         if len(complete):
             played = complete.decisions > 0
             self.recorder.finish(complete.episode[played], complete.returns[played], complete.decisions[played])

@@ -48,39 +48,40 @@ def test_a_match_queue_plays_the_matches_in_the_order_drawn():
 def test_groups_hand_out_k_slots_per_group_with_one_version_and_complete_whole_groups():
     queue = MatchQueue(sampler(1).draw, batch=5)
     groups = Groups(3, first_id=100, matches=queue)
-    rows, slots = groups.start(4, version=7)  # one full group and one slot of the next
-    assert groups.id[rows].tolist() == [100, 100, 100, 101] and slots.tolist() == [0, 1, 2, 0]
+    slots = groups.start(4, version=7)  # one full group and one slot of the next
+    assert groups.id[slots // 3].tolist() == [100, 100, 100, 101] and (slots % 3).tolist() == [0, 1, 2, 0]
     reference = sampler(1)
     first_six = [m.opponent_id for m in MatchAssignments.concat([reference.draw(5), reference.draw(5)])][:6]
-    assert [queue.names[c] for c in groups.opponent[rows, slots].tolist()] == first_six[:4]
+    assert [queue.names[c] for c in groups.opponent[slots].tolist()] == first_six[:4]
     # the learner moved on to version 8: the open group keeps 7, the next group plays 8
-    rows2, slots2 = groups.start(3, version=8)
-    assert groups.id[rows2].tolist() == [101, 101, 102] and slots2.tolist() == [1, 2, 0]
-    assert groups.version[rows2].tolist() == [7, 7, 8] and groups.versions() == {7, 8}
-    assert [queue.names[c] for c in groups.opponent[rows2[:2], slots2[:2]].tolist()] == first_six[4:6]
+    slots2 = groups.start(3, version=8)
+    assert groups.id[slots2 // 3].tolist() == [101, 101, 102] and (slots2 % 3).tolist() == [1, 2, 0]
+    assert groups.version[slots2 // 3].tolist() == [7, 7, 8] and groups.versions() == {7, 8}
+    assert [queue.names[c] for c in groups.opponent[slots2[:2]].tolist()] == first_six[4:6]
     # group 100 completes only when its third episode ends, whatever the order
-    g100 = rows[0]
-    assert len(groups.finish([g100, g100], [2, 0], [12, 10], [1.0, -1.0], [1.0, 0.0], [1, 1])) == 0
-    done = groups.finish([g100], [1], [11], [2.0], [1.0], [0])
+    g100 = slots[:3]
+    assert len(groups.finish(g100[[2, 0]], [12, 10], [1.0, -1.0], [1.0, 0.0], [1, 1])) == 0
+    done = groups.finish(g100[[1]], [11], [2.0], [1.0], [0])
     assert done.ids.tolist() == [100] and done.version.tolist() == [7]
     assert done.episode.tolist() == [[10, 11, 12]] and done.returns.tolist() == [[-1.0, 2.0, 1.0]]
     assert done.decisions.tolist() == [[1, 0, 1]] and done.opponent.tolist() == [groups.opponent[g100].tolist()]
     assert groups.versions() == {7, 8} and len(groups) == 2
+    groups.finish(slots2[[0]], [13], [0.0], [0.5], [1])
     with pytest.raises(ValueError, match="finished twice"):
-        groups.finish([rows2[0], rows2[0]], [0, 0], [1, 2], [0.0, 0.0], [0.5, 0.5], [1, 1])
+        groups.finish(slots2[[0]], [13], [0.0], [0.5], [1])
     # complete groups' rows are taken again: the table stays as large as the running groups need
     for i in range(200):
-        r, s = groups.start(3, version=9)
-        groups.finish(r, s, [i] * 3, [0.0] * 3, [0.5] * 3, [1] * 3)
+        s = groups.start(3, version=9)
+        groups.finish(s, [i] * 3, [0.0] * 3, [0.5] * 3, [1] * 3)
     assert groups.next_id == 303 and len(groups) == 3 and len(groups.id) == 16
 
 
 def test_with_k_1_every_finished_episode_completes_its_own_group_in_the_order_given():
     groups = Groups(1, first_id=0, matches=MatchQueue(sampler(2).draw, batch=64))
-    rows, slots = groups.start(6, version=3)
-    assert slots.tolist() == [0] * 6 and len(set(rows.tolist())) == 6 and groups.open == -1
+    slots = groups.start(6, version=3)
+    assert len(set(slots.tolist())) == 6 and groups.open == -1 and groups.id[slots].tolist() == list(range(6))
     order = [4, 1, 5]
-    done = groups.finish(rows[order], slots[order], [40, 10, 50], [1.0, -1.0, 0.0], [1.0, 0.0, 0.5], [2, 3, 0])
+    done = groups.finish(slots[order], [40, 10, 50], [1.0, -1.0, 0.0], [1.0, 0.0, 0.5], [2, 3, 0])
     assert done.ids.tolist() == order and done.episode.reshape(-1).tolist() == [40, 10, 50]
     assert done.scores.reshape(-1).tolist() == [1.0, 0.0, 0.5] and len(groups) == 3
 
@@ -127,7 +128,7 @@ def test_grouped_lanes_hand_out_whole_groups_each_played_by_one_learner_version(
     lanes.finish_prepared()
     rollout, groups = lanes.take_groups("worker:x", seq=5)
     batch = lanes.take_batch("worker:x", 5, LEARNER)
-    running = lanes.groups.finished[lanes.groups.in_use].sum()
+    running = lanes.groups.finished.reshape(-1, 3)[lanes.groups.in_use].sum()
     assert lanes.counts["episodes"] == 3 * len(groups) + running  # every finished episode: in a group
     assert len(batch) == 3 * len(groups) and groups.k == 3 and groups.seq == 5
     assert set(groups.version.tolist()) == {1, 2}
