@@ -279,10 +279,6 @@ class Lanes:
         self.held: dict[int, Any] = {}  # learner version -> policy, while a group plays it
         self.counts = {"env_steps": 0, "episodes": 0, "game_errors": 0}  # since the worker started
 
-    @property
-    def num_envs(self) -> int:
-        return sum(lane.game.num_envs for lane in self.lanes)
-
     def set_learner(self, version: int, policy) -> None:
         """The learner's newest weights: groups that open from now on play them."""
         self.version = int(version)
