@@ -23,6 +23,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 import numpy as np
 
 from league.config import RoleConfig
+from league.messages import Match, MatchAssignments
 from league.pool import AgentPool, AgentType
 
 WeightFunction = Callable[[float], float]
@@ -87,21 +88,6 @@ class WinRates(Protocol):
 
 # -- the league's matches ---------------------------------------------------------
 
-@dataclass(frozen=True)
-class Match:
-    """An assignment for a learner: play ``opponent_id``.
-
-    ``live`` means the opponent is a learner playing with its current weights
-    (self-play, or an exploiter against a main agent); otherwise it is a frozen
-    snapshot of the pool. ``branch`` names the rule that chose it.
-    """
-
-    learner_id: str
-    opponent_id: str
-    live: bool
-    branch: str
-
-
 class CachedWinRates:
     """Memoizes ``win_rates_for`` while nothing changes (one batch of draws)."""
 
@@ -140,23 +126,13 @@ def choose_match(learner_id: str, role: AgentType, cfg: RoleConfig, view: League
     return choose_matches(learner_id, role, cfg, view, rng, 1)[0]
 
 
-@dataclass(frozen=True)
-class Draws:
-    """``len(index)`` matches against ``opponents[index[k]]``, all ``live`` or all frozen, from one
-    ``branch``: how matchmaking hands out thousands of matches without an object per match."""
-
-    opponents: Sequence[str]
-    index: np.ndarray
-    live: bool
-    branch: str
-
-
 def choose_matches(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, rng: np.random.Generator,
-                   n: int) -> list[Match]:
-    """``n`` independent opponents for ``learner_id`` under its role's sampling rule."""
-    draws, order = choose_draws(learner_id, role, cfg, view, rng, n)
-    out = [Match(learner_id, d.opponents[i], d.live, d.branch) for d in draws for i in d.index.tolist()]
-    return out if order is None else [out[i] for i in order.tolist()]
+                   n: int) -> MatchAssignments:
+    """``n`` independent opponents for ``learner_id`` under its role's sampling rule. The coordinator
+    hands out matches by the thousand: each rule is a ``MatchPlan`` (a fixed distribution, or a
+    random choice among branches that each are one), computed once per call and drawn from ``n``
+    times."""
+    return match_plan(learner_id, role, cfg, view).draw(rng, n)
 
 
 @dataclass(frozen=True)
@@ -171,9 +147,9 @@ class PlanBranch:
     live: bool
     name: str
 
-    def draws(self, k: int, rng: np.random.Generator) -> Draws:
-        index = np.zeros(k, dtype=np.int64) if self.cdf is None else _draw(self.cdf, rng, k)
-        return Draws(self.opponents, index, self.live, self.name)
+    def draw(self, k: int, rng: np.random.Generator) -> np.ndarray:
+        """``k`` opponents, as indices into ``opponents``."""
+        return np.zeros(k, dtype=np.int64) if self.cdf is None else _draw(self.cdf, rng, k)
 
     def probabilities(self) -> np.ndarray:
         if self.cdf is None:
@@ -226,23 +202,15 @@ class MatchPlan:
     def _blocks(self, rng: np.random.Generator, n: int) -> tuple[list[tuple[int, np.ndarray]], np.ndarray | None]:
         """(branch number, opponent indices) blocks and the order of the i.i.d. sequence."""
         if not self.mixed:
-            return [(0, self.branches[0].draws(n, rng).index)], None
+            return [(0, self.branches[0].draw(n, rng))], None
         p = np.array([b.weight for b in self.branches], dtype=float)
         counts = rng.multinomial(n, p / p.sum())
-        out = [(i, b.draws(int(k), rng).index) for i, (b, k) in enumerate(zip(self.branches, counts)) if k]
+        out = [(i, b.draw(int(k), rng)) for i, (b, k) in enumerate(zip(self.branches, counts)) if k]
         return out, (rng.permutation(n) if len(self.branches) > 1 else None)
 
-    def draw_blocks(self, rng: np.random.Generator, n: int) -> tuple[list[Draws], np.ndarray | None]:
-        """``n`` i.i.d. matches as blocks of draws and their order (``choose_draws``)."""
-        blocks, order = self._blocks(rng, n)
-        b = self.branches
-        return [Draws(b[i].opponents, index, b[i].live, b[i].name) for i, index in blocks], order
-
-    def draw(self, rng: np.random.Generator, n: int):
-        """``n`` matches as ``league.messages.MatchAssignments`` (what ``next_matches`` returns): the
-        same random numbers as ``draw_blocks``; opponents and branches listed in the plan's order."""
-        from league.messages import MatchAssignments
-
+    def draw(self, rng: np.random.Generator, n: int) -> MatchAssignments:
+        """``n`` i.i.d. matches (what ``next_matches`` returns and a worker plays); opponents and
+        branches listed in the plan's order."""
         blocks, order = self._blocks(rng, int(n))
         if blocks:
             codes = np.concatenate([self._codes[i][index] for i, index in blocks])
@@ -306,46 +274,11 @@ class MatchSampler:
                 raise ValueError(f"a plan for {plan.learner_id!r} sent to the sampler of {self.learner_id!r}")
             self.plan = plan
 
-    def draw(self, n: int):
-        """``n`` matches (``league.messages.MatchAssignments``) from the plan held."""
+    def draw(self, n: int) -> MatchAssignments:
+        """``n`` matches from the plan held."""
         if self.plan is None:
             raise RuntimeError("no match plan yet: update() with the coordinator's first")
         return self.plan.draw(self.rng, n)
-
-
-def choose_draws(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, rng: np.random.Generator,
-                 n: int) -> tuple[list[Draws], np.ndarray | None]:
-    """``choose_matches`` as blocks of draws and the order (a permutation, or None) in which their
-    concatenation is the i.i.d. sequence. The coordinator hands out matches by the thousand: each
-    rule is a ``MatchPlan`` (a fixed distribution, or a random choice among branches that each are
-    one), computed once per call and drawn from ``n`` times."""
-    return match_plan(learner_id, role, cfg, view).draw_blocks(rng, n)
-
-
-def draws_as_columns(draws: list[Draws], order: np.ndarray | None):
-    """(opponent ids, live per id, opponent code per match, branch names, branch code per match) of
-    ``choose_draws``'s blocks, in the order of the i.i.d. sequence, built with arrays."""
-    names: dict[str, int] = {}
-    live: list[bool] = []
-    branches: dict[str, int] = {}
-    opp_cols, branch_cols = [], []
-    for d in draws:
-        codes = np.empty(len(d.opponents), dtype=np.int64)
-        used = np.unique(d.index)
-        for u in used.tolist():
-            name = d.opponents[u]
-            code = names.get(name)
-            if code is None:
-                code = names[name] = len(names)
-                live.append(d.live)
-            codes[u] = code
-        opp_cols.append(codes[d.index])
-        branch_cols.append(np.full(len(d.index), branches.setdefault(d.branch, len(branches)), dtype=np.int64))
-    opponent = np.concatenate(opp_cols) if opp_cols else np.zeros(0, dtype=np.int64)
-    branch = np.concatenate(branch_cols) if branch_cols else np.zeros(0, dtype=np.int64)
-    if order is not None:
-        opponent, branch = opponent[order], branch[order]
-    return tuple(names), np.asarray(live, dtype=bool), opponent, tuple(branches), branch
 
 
 def _draw(cdf: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:

@@ -379,11 +379,27 @@ class ExactScores:
 
 
 @dataclass(frozen=True)
+class Match:
+    """One match of a learner: play ``opponent_id``, a learner playing with its current weights
+    when ``live`` (self-play, an exploiter against a main agent) and a frozen snapshot of the pool
+    otherwise; ``branch`` names the matchmaking rule that chose it. A row of ``MatchAssignments``."""
+
+    learner_id: str
+    opponent_id: str
+    live: bool
+    branch: str
+
+
+@dataclass(frozen=True)
 class MatchAssignments:
     """``n`` matches for one learner, as columns: match ``k`` is against
     ``opponents[opponent[k]]``, a live learner when ``live[opponent[k]]``
     (its current weights play) and a frozen snapshot otherwise; it came from
-    matchmaking branch ``branches[branch[k]]`` (self_play, pfsp, ...)."""
+    matchmaking branch ``branches[branch[k]]`` (self_play, pfsp, ...).
+
+    The one form of "who plays whom": what a ``league.matchmaking.MatchPlan`` draws, what
+    ``next_matches`` returns, what a rollout worker queues and its lanes play
+    (``policies.lanes``). ``m[k]`` is match ``k`` as a ``Match``."""
 
     learner_id: str
     opponents: tuple[str, ...]
@@ -394,7 +410,7 @@ class MatchAssignments:
 
     @classmethod
     def from_matches(cls, learner_id: str, matches: Sequence[Any]) -> "MatchAssignments":
-        """From ``league.matchmaking.Match`` objects (anything with opponent_id, live, branch)."""
+        """From ``Match`` objects (anything with opponent_id, live, branch)."""
         opp: dict[str, int] = {}
         live: list[bool] = []
         br: dict[str, int] = {}
@@ -411,6 +427,39 @@ class MatchAssignments:
 
     def __len__(self) -> int:
         return len(self.opponent)
+
+    def __getitem__(self, k: int) -> Match:
+        o, b = int(self.opponent[k]), int(self.branch[k])
+        return Match(self.learner_id, self.opponents[o], bool(self.live[o]), self.branches[b])
+
+    def part(self, start: int, stop: int) -> "MatchAssignments":
+        """Matches ``start:stop``, with the same opponent and branch lists."""
+        return MatchAssignments(self.learner_id, self.opponents, self.live, self.opponent[start:stop],
+                                self.branches, self.branch[start:stop])
+
+    @classmethod
+    def concat(cls, parts: Sequence["MatchAssignments"]) -> "MatchAssignments":
+        """The matches of ``parts`` in order, one learner's; opponents and branches listed in order of
+        first appearance."""
+        if not parts:
+            raise ValueError("MatchAssignments.concat needs at least one part")
+        if len({p.learner_id for p in parts}) != 1:
+            raise ValueError("MatchAssignments.concat: parts of different learners")
+        opp: dict[str, int] = {}
+        live: list[bool] = []
+        br: dict[str, int] = {}
+        o_cols, b_cols = [], []
+        for p in parts:
+            for o, is_live in zip(p.opponents, p.live.tolist()):
+                if o not in opp:
+                    opp[o] = len(opp)
+                    live.append(bool(is_live))
+            o_map = np.array([opp[o] for o in p.opponents], dtype=np.int64)
+            b_map = np.array([br.setdefault(b, len(br)) for b in p.branches], dtype=np.int64)
+            o_cols.append(o_map[p.opponent] if len(o_map) else p.opponent)
+            b_cols.append(b_map[p.branch] if len(b_map) else p.branch)
+        return cls(parts[0].learner_id, tuple(opp), np.asarray(live, dtype=bool), np.concatenate(o_cols),
+                   tuple(br), np.concatenate(b_cols))
 
     def branch_counts(self) -> dict[str, int]:
         counts = np.bincount(self.branch, minlength=len(self.branches))

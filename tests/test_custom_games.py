@@ -321,7 +321,7 @@ def test_a_bad_game_stops_the_launcher_before_ray_with_one_line(tmp_path, name, 
 
 # ---------------------------------------------------------------------------- a game raising in a worker
 def test_a_worker_drops_the_running_episodes_of_a_game_that_raised(tmp_path):
-    """``RolloutWorkerImpl._recover`` (no Ray started): the lane's running episodes leave the recorder,
+    """A worker's ``policies.lanes.Lanes._recover`` (no Ray started): the lane's running episodes leave the recorder,
     finished ones stay, the game restarts, the same opponents play the new episodes. The league run
     of tests/test_custom_games_league.py checks the rest (exact counts, the league going on)."""
     from actors.launch import load
@@ -331,22 +331,23 @@ def test_a_worker_drops_the_running_episodes_of_a_game_that_raised(tmp_path):
     cfg, _ = load(["--config", "configs/smoke.yaml", "game.name=boxes.vector:DotsAndBoxes",
                    f"run.storage={tmp_path}", "rollout.opponent_inference=inprocess", "rollout.envs_per_worker=4"])
     worker = RolloutWorkerImpl("worker:main_agent-0:0", "main_agent-0", cfg, None, {}, opponents=object())
-    lane = worker.lanes[0]
-    worker._recorder, worker._next_episode = EpisodeRecorder(), 10
+    lanes = worker.lanes
+    lane = lanes.lanes[0]
+    lanes.recorder, lanes._next_episode = EpisodeRecorder(), 10
     lane.episode[:] = [6, 7, 8, 9]
-    lane.opp[:] = [0, 1, 0, 1]
+    lane.opponent[:] = [0, 1, 0, 1]
     lane.decisions[:] = 2
     for episodes in ([5, 6, 7], [8, 9, 5]):  # episode 5 finished earlier; 6..9 run in the lane
         n = len(episodes)
-        worker._recorder.add(np.array(episodes), np.zeros((n, 20), np.float32), np.ones((n, 12), bool),
+        lanes.recorder.add(np.array(episodes), np.zeros((n, 20), np.float32), np.ones((n, 12), bool),
                              np.zeros(n, np.int64), np.zeros(n, np.float32), np.zeros(n, np.float32))
-    worker._recorder.finish([5], [1.0], [2])
+    lanes.recorder.finish([5], [1.0], [2])
     lane.game.step(np.array([[0, NO_ACTION]] * 4))
-    worker._recover(lane, "stepping", RuntimeError("a bug in the user's step"))
-    assert worker.stats["game_errors"] == 1
-    assert lane.episode.tolist() == [10, 11, 12, 13] and worker._next_episode == 14
-    assert lane.decisions.tolist() == [0, 0, 0, 0] and lane.opp.tolist() == [0, 1, 0, 1]
+    lanes._recover(lane, "stepping", RuntimeError("a bug in the user's step"))
+    assert worker.get_stats()["game_errors"] == 1
+    assert lane.episode.tolist() == [10, 11, 12, 13] and lanes._next_episode == 14
+    assert lane.decisions.tolist() == [0, 0, 0, 0] and lane.opponent.tolist() == [0, 1, 0, 1]
     assert not lane.game.lines.any() and not lane.prepared
-    rollout = worker._recorder.take()
+    rollout = lanes.recorder.take()
     assert len(rollout) == 2 and rollout.rewards.tolist() == [0.0, 1.0]  # episode 5 only, whole
-    assert worker._recorder.chunks == []
+    assert lanes.recorder.chunks == []

@@ -161,15 +161,25 @@ def test_capped_and_variance_helpers():
 
 
 @pytest.mark.parametrize("role", [AgentType.MAIN_AGENT, AgentType.MAIN_EXPLOITER, AgentType.LEAGUE_EXPLOITER])
-def test_match_columns_are_the_same_draws_as_match_objects(role):
-    from league.matchmaking import choose_draws, draws_as_columns
+def test_matches_cut_and_joined_are_the_same_matches(role):
+    """A worker queues draws and plays them in parts: cutting draws and joining the parts keeps every
+    match (opponent, liveness, branch) in order, whatever opponents and branches each part lists."""
+    from league.messages import MatchAssignments
 
     view, table = _league_view()
     record_games(table, ["mx"] * 20, ["main"] * 20, [0.0] * 20)  # the exploiter's curriculum branch is live
     learner = {AgentType.MAIN_AGENT: "main", AgentType.MAIN_EXPLOITER: "mx", AgentType.LEAGUE_EXPLOITER: "lx"}[role]
     cfg = getattr(Config().roles, role.value)
-    matches = choose_matches(learner, role, cfg, view, np.random.default_rng(5), 3000)
-    opponents, live, opponent, branches, branch = draws_as_columns(
-        *choose_draws(learner, role, cfg, view, np.random.default_rng(5), 3000))
-    assert [(m.opponent_id, m.live, m.branch) for m in matches] == [
-        (opponents[o], bool(live[o]), branches[b]) for o, b in zip(opponent.tolist(), branch.tolist())]
+    first = choose_matches(learner, role, cfg, view, np.random.default_rng(5), 300)
+    view.nash_weights = {"main-v1": 1.0}
+    cfg.sampling = "nash"  # a second plan: other opponents and another branch
+    second = choose_matches(learner, role, cfg, view, np.random.default_rng(6), 200)
+    whole = list(first) + list(second)
+    assert len(whole) == 500 and all(m.learner_id == learner for m in whole)
+    cuts = [0, 1, 150, 300, 301, 420, 500]
+    parts = [(first if a < 300 else second).part(a - (0 if a < 300 else 300), b - (0 if a < 300 else 300))
+             for a, b in zip(cuts, cuts[1:])]
+    joined = MatchAssignments.concat(parts)
+    assert list(joined) == whole
+    assert sorted(joined.opponents) == sorted({m.opponent_id for m in whole})
+    assert sum(joined.branch_counts().values()) == 500 and joined.branch_counts()["nash"] == 200

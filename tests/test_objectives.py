@@ -14,7 +14,7 @@ import torch
 from envs import make_game
 from league.config import ConfigError, ObjectiveConfig, load_config
 from league.messages import EpisodeGroups
-from league.objectives import (Group, GroupBook, LearnerObjective, ShaperError, apply_shaper, decode_state, diversity,
+from league.objectives import (Group, LearnerObjective, ShaperError, apply_shaper, decode_state, diversity,
                                encode_state, groups_of, novelty, resolve_shaper)
 from policies.net import ActorCritic, PolicySpec
 from policies.ppo import PPOConfig, make_optimizer, ppo_update
@@ -105,35 +105,6 @@ def test_launcher_stops_on_a_bad_shaper_path_with_one_line_before_ray_starts():
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{KEY}.shaper" in lines[0] and "no_such_module_xyz" in lines[0], out.stderr
     assert "ray" not in out.stdout.lower()
-
-
-# -- the worker's groups -------------------------------------------------------------------
-
-def test_group_book_hands_out_k_slots_per_group_with_one_version_and_completes_whole_groups():
-    drawn = []
-
-    def draw(k):
-        codes = np.arange(len(drawn) * k, (len(drawn) + 1) * k)
-        drawn.append(codes)
-        return codes, np.zeros(k, dtype=bool)
-
-    book = GroupBook(3, first_id=100)
-    gid, slot, codes, live, ver = book.start(4, draw, version=7)  # one full group and one slot of the next
-    assert gid.tolist() == [100, 100, 100, 101] and slot.tolist() == [0, 1, 2, 0]
-    assert codes.tolist() == [0, 1, 2, 3] and ver.tolist() == [7, 7, 7, 7]
-    # the learner moved on to version 8: the open group keeps 7, the next group plays 8
-    gid2, slot2, _, _, ver2 = book.start(3, draw, version=8)
-    assert gid2.tolist() == [101, 101, 102] and slot2.tolist() == [1, 2, 0] and ver2.tolist() == [7, 7, 8]
-    assert book.versions() == {7, 8}
-    # group 100 completes only when its third episode ends, whatever the order
-    assert book.finish([100, 100], [2, 0], [12, 10], [1.0, -1.0], [1.0, 0.0], [1, 1], [7, 7]) == []
-    (done,) = book.finish([100], [1], [11], [2.0], [1.0], [0], [-1])
-    assert (done.group_id, done.version) == (100, 7)
-    assert done.episodes.tolist() == [10, 11, 12] and done.returns.tolist() == [-1.0, 2.0, 1.0]
-    assert done.codes.tolist() == [0, 1, 2] and done.decisions.tolist() == [1, 0, 1]
-    assert book.versions() == {7, 8}
-    with pytest.raises(ValueError, match="finished twice"):
-        book.finish([101, 101], [0, 0], [1, 2], [0.0, 0.0], [0.5, 0.5], [1, 1], [7, 7])
 
 
 def test_episode_groups_reject_malformed_columns():

@@ -1,0 +1,173 @@
+"""A rollout worker's play without Ray (policies.lanes): matches played in the order drawn, groups of
+k episodes that go out whole and play one learner version, and exact bookkeeping of every game and
+transition, with a real game, real policies and in-process opponents."""
+
+import numpy as np
+import pytest
+import torch
+
+from actors.opponents import InProcessOpponents
+from envs import make_game
+from league.matchmaking import MatchPlan, MatchSampler, PlanBranch
+from league.messages import MatchAssignments
+from policies.lanes import NOT_PLAYED, Groups, Lanes, MatchQueue
+from policies.net import ActorCritic, PolicySpec
+from policies.snapshot import policy_to_bytes
+
+LEARNER = "main_agent-0"
+SNAPSHOTS = ("main_agent-0-v1", "main_agent-0-v2", "mx-v1")
+
+
+def plan() -> MatchPlan:
+    """Self-play (live) one time in four, else one of three snapshots by the weights 1:2:3."""
+    return MatchPlan(LEARNER, (PlanBranch(1.0, (LEARNER,), None, True, "self_play"),
+                               PlanBranch(3.0, SNAPSHOTS, np.cumsum([1.0, 2.0, 3.0]), False, "pfsp")), True)
+
+
+def sampler(seed: int) -> MatchSampler:
+    s = MatchSampler(LEARNER, np.random.default_rng(seed), refresh_seconds=1.0)
+    s.update(plan())
+    return s
+
+
+def test_a_match_queue_plays_the_matches_in_the_order_drawn():
+    queue = MatchQueue(sampler(0).draw, batch=7)
+    taken = [queue.take(n) for n in (3, 5, 10, 1)]  # 19 matches: three draws of 7, the last one cut
+    reference = sampler(0)
+    drawn = [reference.draw(7) for _ in range(3)]
+    assert [m for t in taken for m in t] == [m for d in drawn for m in d][:19]
+    whole = MatchAssignments.concat(drawn)
+    assert queue.branches == whole.branch_counts() and sum(queue.branches.values()) == 21
+    # codes name the same opponents, whichever draw a part came from
+    for t in taken:
+        assert [queue.names[c] for c in queue.codes(t).tolist()] == [m.opponent_id for m in t]
+    with pytest.raises(ValueError):
+        MatchQueue(sampler(0).draw, batch=0)
+
+
+def test_groups_hand_out_k_slots_per_group_with_one_version_and_complete_whole_groups():
+    queue = MatchQueue(sampler(1).draw, batch=5)
+    groups = Groups(3, first_id=100, matches=queue)
+    slots = groups.start(4, version=7)  # one full group and one slot of the next
+    assert groups.id[slots // 3].tolist() == [100, 100, 100, 101] and (slots % 3).tolist() == [0, 1, 2, 0]
+    reference = sampler(1)
+    first_six = [m.opponent_id for m in MatchAssignments.concat([reference.draw(5), reference.draw(5)])][:6]
+    assert [queue.names[c] for c in groups.opponent[slots].tolist()] == first_six[:4]
+    # the learner moved on to version 8: the open group keeps 7, the next group plays 8
+    slots2 = groups.start(3, version=8)
+    assert groups.id[slots2 // 3].tolist() == [101, 101, 102] and (slots2 % 3).tolist() == [1, 2, 0]
+    assert groups.version[slots2 // 3].tolist() == [7, 7, 8] and groups.versions() == {7, 8}
+    assert [queue.names[c] for c in groups.opponent[slots2[:2]].tolist()] == first_six[4:6]
+    # group 100 completes only when its third episode ends, whatever the order
+    g100 = slots[:3]
+    assert len(groups.finish(g100[[2, 0]], [12, 10], [1.0, -1.0], [1.0, 0.0], [1, 1])) == 0
+    done = groups.finish(g100[[1]], [11], [2.0], [1.0], [0])
+    assert done.ids.tolist() == [100] and done.version.tolist() == [7]
+    assert done.episode.tolist() == [[10, 11, 12]] and done.returns.tolist() == [[-1.0, 2.0, 1.0]]
+    assert done.decisions.tolist() == [[1, 0, 1]] and done.opponent.tolist() == [groups.opponent[g100].tolist()]
+    assert groups.versions() == {7, 8} and len(groups) == 2
+    groups.finish(slots2[[0]], [13], [0.0], [0.5], [1])
+    with pytest.raises(ValueError, match="finished twice"):
+        groups.finish(slots2[[0]], [13], [0.0], [0.5], [1])
+    # complete groups' rows are taken again: the table stays as large as the running groups need
+    for i in range(200):
+        s = groups.start(3, version=9)
+        groups.finish(s, [i] * 3, [0.0] * 3, [0.5] * 3, [1] * 3)
+    assert groups.next_id == 303 and len(groups) == 3 and len(groups.id) == 16
+
+
+def test_with_k_1_every_finished_episode_completes_its_own_group_in_the_order_given():
+    groups = Groups(1, first_id=0, matches=MatchQueue(sampler(2).draw, batch=64))
+    slots = groups.start(6, version=3)
+    assert len(set(slots.tolist())) == 6 and groups.open == -1 and groups.id[slots].tolist() == list(range(6))
+    order = [4, 1, 5]
+    done = groups.finish(slots[order], [40, 10, 50], [1.0, -1.0, 0.0], [1.0, 0.0, 0.5], [2, 3, 0])
+    assert done.ids.tolist() == order and done.episode.reshape(-1).tolist() == [40, 10, 50]
+    assert done.scores.reshape(-1).tolist() == [1.0, 0.0, 0.5] and len(groups) == 3
+
+
+class Harness:
+    """A worker's lanes on Kuhn poker: the learner's policies by version, the plan's snapshots as
+    frozen opponents in process, the learner's newest policy as its live self."""
+
+    def __init__(self, k: int, keep_groups: bool, envs: int = 24, lanes: int = 2):
+        torch.manual_seed(0)
+        game = make_game("kuhn_poker", 1)
+        spec = PolicySpec(game.obs_size, game.num_actions, (16,))
+        self.policies = {v: ActorCritic(spec) for v in (1, 2)}
+        snapshots = {a: policy_to_bytes(ActorCritic(spec)) for a in SNAPSHOTS}
+        opponents = InProcessOpponents(snapshots.__getitem__, capacity=8, seed=0)
+        games = [make_game("kuhn_poker", envs // lanes, seed=i) for i in range(lanes)]
+        self.live_asked: list[str] = []
+        self.lanes = Lanes(games, k, MatchQueue(sampler(3).draw, batch=32), opponents, self.live_policy,
+                           np.random.default_rng(4), lambda n: make_game("kuhn_poker", envs // lanes, seed=100 + n),
+                           keep_groups=keep_groups)
+        self.lanes.set_learner(1, self.policies[1])
+        self.lanes.start(first_group_id=1000)
+
+    def live_policy(self, agent_id):
+        self.live_asked.append(agent_id)
+        return self.lanes.held[self.lanes.version]
+
+
+def logp_under(policy, rollout) -> np.ndarray:
+    with torch.no_grad():
+        logits, _ = policy(torch.as_tensor(rollout.obs), torch.as_tensor(rollout.mask))
+        logp = torch.log_softmax(logits, dim=-1)
+    return logp[torch.arange(len(rollout)), torch.as_tensor(rollout.actions)].numpy()
+
+
+def test_grouped_lanes_hand_out_whole_groups_each_played_by_one_learner_version():
+    h = Harness(k=3, keep_groups=True)
+    lanes = h.lanes
+    for _ in range(15):
+        lanes.step()
+    lanes.set_learner(2, h.policies[2])  # new weights: running groups keep version 1
+    for _ in range(15):
+        lanes.step()
+    lanes.finish_prepared()
+    rollout, groups = lanes.take_groups("worker:x", seq=5)
+    batch = lanes.take_batch("worker:x", 5, LEARNER)
+    running = lanes.groups.finished.reshape(-1, 3)[lanes.groups.in_use].sum()
+    assert lanes.counts["episodes"] == 3 * len(groups) + running  # every finished episode: in a group
+    assert len(batch) == 3 * len(groups) and groups.k == 3 and groups.seq == 5
+    assert set(groups.version.tolist()) == {1, 2}
+    # the games reported are the groups' games, opponent by opponent
+    per_opponent = {batch.agents[b]: g for b, g in zip(batch.b.tolist(), batch.games.tolist())}
+    assert per_opponent == {o: int((groups.opponent == i).sum()) for i, o in enumerate(groups.opponents)}
+    assert set(groups.opponents) <= {LEARNER, *SNAPSHOTS} and LEARNER in h.live_asked
+    # the learner's check: played episodes, group by group and slot by slot, are the rollout's episodes
+    assert groups.episodes == rollout.num_episodes
+    np.testing.assert_allclose(groups.outcomes[groups.played], rollout.episode_returns(), atol=1e-6)
+    assert (groups.acted == np.where(groups.played, groups.version[:, None], NOT_PLAYED)).all()
+    # every decision was made by its group's version: its log-probability is that policy's
+    ends = np.flatnonzero(rollout.dones)
+    version_of_episode = np.broadcast_to(groups.version[:, None], groups.played.shape)[groups.played]
+    version = np.repeat(version_of_episode, np.diff(np.concatenate([[-1], ends])))
+    for v, policy in h.policies.items():
+        sel = version == v
+        assert sel.any()
+        np.testing.assert_allclose(logp_under(policy, rollout)[sel], rollout.logp[sel], atol=1e-5)
+    assert set(lanes.held) == lanes.groups.versions() | {2}
+    # nothing is handed out twice
+    again, empty = lanes.take_groups("worker:x", seq=6)
+    assert again is None and len(empty) == 0 and len(lanes.take_batch("worker:x", 6, LEARNER)) == 0
+
+
+def test_plain_lanes_report_every_finished_episode_and_its_transitions():
+    h = Harness(k=1, keep_groups=False)
+    lanes = h.lanes
+    decisions = 0
+    for _ in range(20):
+        lanes.step()
+        decisions += sum(len(lane.learner) for lane in lanes.lanes)
+    lanes.finish_prepared()
+    running = sum(int(lane.decisions.sum()) for lane in lanes.lanes)
+    rollout = lanes.recorder.take()
+    batch = lanes.take_batch("worker:x", 1, LEARNER)
+    assert len(batch) == lanes.counts["episodes"] > 0 and lanes.completed == []
+    assert len(rollout) == decisions - running  # every decision of a finished episode, once
+    assert batch.env_steps == lanes.counts["env_steps"] == 20 * 24
+    assert batch.action_counts[LEARNER].sum() == decisions
+    scores = batch.score.sum() / len(batch)
+    assert 0.0 <= scores <= 1.0
