@@ -2,15 +2,17 @@
 headless Chromium through Selenium, as in tests/test_league_page.py) against real leagues:
 Texas Hold'em from the shipped config (PettingZoo), and a user's own AEC game loaded by module
 path (tests/data/nim_aec.py, Nim with 5 stones). The page shows the game's text and its legal
-actions by name as buttons; the result it shows must be the server's."""
+actions by name as buttons; the result it shows must be the server's. On Hold'em, `/nash/act`
+answers real PettingZoo tables with legal actions of the published mixture's members."""
 
 import contextlib
 import json
 import time
 
+import numpy as np
 import pytest
 import requests
-from test_league_page import browser, pause, wait  # noqa: F401 (browser is a fixture)
+from test_league_page import browser, pause, published_members, wait  # noqa: F401 (browser is a fixture)
 
 from actors.launch import LeagueRun, load
 
@@ -78,13 +80,25 @@ def open_page(driver, game: str) -> dict:
     return nash
 
 
-def published_members(storage) -> set[str]:
-    """Every agent with weight in a Nash mixture the league has published (its evaluator's results
-    still arrive while games are paused, so the mixture can move on while a person plays)."""
-    from league.store import LeagueStore
+def holdem_decisions(n, seed=0):
+    """Observations and legal masks of real PettingZoo hold'em decisions."""
+    from pettingzoo.classic import texas_holdem_v4
 
-    with LeagueStore(storage, create=False) as store:
-        return {i for n in store.nash_history() for i, w in zip(n["ids"], n["weights"]) if w > 0}
+    env = texas_holdem_v4.env()
+    rng = np.random.default_rng(seed)
+    obs, masks = [], []
+    env.reset(seed=seed)
+    while len(obs) < n:
+        for agent in env.agent_iter():
+            o, _, term, trunc, _ = env.last()
+            if term or trunc:
+                env.step(None)
+                continue
+            obs.append(o["observation"].astype(float).tolist())
+            masks.append(o["action_mask"].astype(int).tolist())
+            env.step(int(rng.choice(np.flatnonzero(o["action_mask"]))))
+        env.reset()
+    return obs[:n], masks[:n]
 
 
 def new_game(driver, button: str) -> None:
@@ -172,6 +186,15 @@ def test_a_person_plays_a_hand_of_texas_holdem_on_the_page(ray_local, browser, t
         browser.save_screenshot(str(tmp_path / "league-page-holdem.png"))
         assert (tmp_path / "league-page-holdem.png").stat().st_size > 10_000
 
+        # /nash/act on real PettingZoo tables: a legal action for each, by members of the published mixture
+        obs, masks = holdem_decisions(64)
+        answer = requests.post(f"{URL}/nash/act", json={"observations": obs, "legal_masks": masks, "seed": 1},
+                               timeout=30).json()
+        assert len(answer["actions"]) == 64 and all(masks[i][a] == 1 for i, a in enumerate(answer["actions"]))
+        assert set(answer["members"]) <= published_members(tmp_path / "run")
+        nash = requests.get(f"{URL}/nash", timeout=10).json()
+        assert abs(sum(a["weight"] for a in nash["agents"]) - 1.0) < 1e-6
+        assert nash["game"]["obs_size"] == 72 and nash["game"]["num_actions"] == 4
         # the play API of a PettingZoo game answers bad input with a JSON 4xx
         v = next(v for v in (requests.post(f"{URL}/play", json={"seat": 1}, timeout=10).json() for _ in range(20))
                  if not v["terminal"])  # a hand the league folds at once is over before the person acts
