@@ -15,9 +15,12 @@ how the environment's agents form the two sides:
   each is a team of one.
 - ``score``: how a side's score of an episode is decided: ``sum`` (the
   default), the sum of the rewards its agents received over the episode;
-  ``survivors``, its agents left standing at the end (not terminated: being
-  cut off by the time limit is not death). The game's result is decided by
-  the comparison: 1 to side 0 when its score is higher, 0.5 on a tie.
+  ``survivors``, its agents left standing at the end: those not terminated on
+  the last step (being cut off by the time limit is not death). MAgent2's
+  environments terminate every agent when a side is wiped out, the winners
+  too, so for them the count is MAgent2's own number of live agents in each
+  group (``GridWorld.get_num``). The game's result is decided by the
+  comparison: 1 to side 0 when its score is higher, 0.5 on a tie.
 - ``max_cycles``: an episode ends after this many steps even if the
   environment would go on (default: none; the environment's own limit).
 
@@ -190,6 +193,7 @@ class ParallelTeamGame(VectorGame):
         self.seed = seed
         self._seeded = False
         self.reset(seed)
+        self._groups = _magent_groups(first, self.slot) if self.scoring == "survivors" else None
 
     # ------------------------------------------------------------------ reset
     def reset(self, seed: int | None = None) -> None:
@@ -300,7 +304,11 @@ class ParallelTeamGame(VectorGame):
                     totals[slot[agent][0]] += r
             self._steps[e] += 1
             if not env.agents or (self.max_cycles is not None and self._steps[e] >= self.max_cycles):
-                if survivors:  # standing: not terminated on this step (truncation is not death)
+                if survivors and self._groups is not None:  # MAgent2 counts its live agents
+                    grid = env.unwrapped.env
+                    for handle, side in self._groups:
+                        totals[side] += grid.get_num(handle)
+                elif survivors:  # standing: not terminated on this step (truncation is not death)
                     for agent in sent:
                         if not terms.get(agent, False):
                             totals[slot[agent][0]] += 1
@@ -310,6 +318,25 @@ class ParallelTeamGame(VectorGame):
             else:
                 self._load(e, obs, infos)
         return StepResult(done=done, returns=returns)
+
+
+def _magent_groups(env, slot: dict) -> list[tuple[Any, int]] | None:
+    """(group handle, side) of each MAgent2 group when every group's agents lie in one side, else None
+    (not a MAgent2 environment). MAgent2 names a group's agents consecutively in ``possible_agents``,
+    in the order of its handles, as many as the group holds after a reset."""
+    raw = getattr(env, "unwrapped", env)
+    grid, handles = getattr(raw, "env", None), getattr(raw, "handles", None)
+    if grid is None or handles is None or not hasattr(grid, "get_num"):
+        return None
+    agents, groups, start = list(env.possible_agents), [], 0
+    for handle in handles:
+        members = agents[start:start + int(grid.get_num(handle))]
+        sides = {slot[a][0] for a in members}
+        if len(sides) != 1:
+            return None
+        groups.append((handle, sides.pop()))
+        start += len(members)
+    return groups if start == len(agents) else None
 
 
 def team_info(name: str, teams: dict | None = None, **params) -> tuple[int, int, tuple[int, ...], bool, int]:
