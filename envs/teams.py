@@ -190,6 +190,7 @@ class ParallelTeamGame(VectorGame):
         self.channels_last = len(shape) == 3
         # agent name -> (side, index in the team), the one map from PettingZoo's names to rows
         self.slot = {a: (s, k) for s, side in enumerate(self.sides) for k, a in enumerate(side)}
+        self._plain = None
         self.seed = seed
         self._seeded = False
         self.reset(seed)
@@ -202,11 +203,14 @@ class ParallelTeamGame(VectorGame):
         fresh = seed is None and not self._seeded
         if seed is not None:
             self.seed = seed
-        self._obs = np.zeros((E, 2, N, self.obs_size), dtype=np.float32)
-        self._mask = np.zeros((E, 2, N, self.num_actions), dtype=bool)
-        self._alive = np.zeros((E, 2, N), dtype=bool)
+        # side-major tables: a side's rows of every environment are one block, so a side whose
+        # agents all live is observed with one contiguous copy
+        self._obs = np.zeros((2, E, N, self.obs_size), dtype=np.float32)
+        self._mask = np.full((2, E, N, self.num_actions), bool(self._plain))  # no masks: all legal
+        self._alive = np.zeros((2, E, N), dtype=bool)
         self._totals = np.zeros((E, 2), dtype=np.float64)
         self._steps = np.zeros(E, dtype=np.int64)
+        self._index = [None] * E
         for e, env in enumerate(self.envs):
             if seed is not None:
                 s = env_seed(seed, e)
@@ -220,39 +224,77 @@ class ParallelTeamGame(VectorGame):
     def _begin(self, e: int, obs: dict, infos: dict) -> None:
         self._totals[e] = 0.0
         self._steps[e] = 0
+        if self._plain is None:  # plain arrays and no masks: rows are copied in blocks (_load)
+            agents = self.envs[e].agents
+            self._plain = all(isinstance(obs[a], np.ndarray) and "action_mask" not in infos.get(a, {})
+                              for a in agents)
+            if self._plain:
+                self._mask[:] = True
         self._load(e, obs, infos)
+
+    def _rows(self, e: int, agents: list[str]) -> tuple[np.ndarray, list]:
+        """Where ``agents`` of environment e sit in the flat (2 * E * N) tables, and per side its
+        agents with the block of rows they fill (None unless consecutive); kept while the
+        environment's agents stay the same list (they change when one dies or joins, not on most
+        steps)."""
+        cached = self._index[e]
+        if cached is not None and cached[0] == agents:
+            return cached[1], cached[2]
+        E, N, slot = self.num_envs, self.team_size, self.slot
+        unknown = [a for a in agents if a not in slot]
+        if unknown:
+            raise ValueError(f"{self.name}: agent {unknown[0]!r} is not one of possible_agents")
+        index = np.fromiter(((slot[a][0] * E + e) * N + slot[a][1] for a in agents), dtype=np.int64,
+                            count=len(agents))
+        parts = []
+        for side in (0, 1):
+            names = [a for a in agents if slot[a][0] == side]
+            ks = [slot[a][1] for a in names]
+            consecutive = bool(ks) and ks == list(range(ks[0], ks[0] + len(ks)))
+            parts.append((names, slice(ks[0], ks[0] + len(ks)) if consecutive else None,
+                          np.asarray(ks, dtype=np.int64)))
+        self._index[e] = (list(agents), index, parts)
+        return index, parts
 
     def _load(self, e: int, obs: dict, infos: dict) -> None:
         """The observations, masks and alive flags of environment e's live agents."""
-        alive = self._alive[e]
-        alive[:] = False
-        slot, mask = self.slot, self._mask[e]
-        for agent in self.envs[e].agents:
-            where = slot.get(agent)
-            if where is None:
-                raise ValueError(f"{self.name}: agent {agent!r} is not one of possible_agents")
-            s, k = where
-            row, legal = _row(obs[agent], infos.get(agent, {}), self.num_actions)
-            self._obs[e, s, k] = row
-            if legal is None:
-                mask[s, k] = True
+        agents = self.envs[e].agents
+        _, parts = self._rows(e, agents)
+        self._alive[:, e] = False
+        for side, (names, block, ks) in enumerate(parts):
+            if not names:
+                continue
+            self._alive[side, e, ks] = True
+            table = self._obs[side, e]
+            if self._plain and block is not None and obs[names[0]].shape == self.obs_shape:
+                np.stack([obs[a] for a in names], out=table[block].reshape(len(names), *self.obs_shape))
+            elif self._plain:
+                table[ks] = np.stack([obs[a] for a in names]).reshape(len(names), -1)
             else:
-                mask[s, k] = legal
-            alive[s, k] = True
+                masks = self._mask[side, e]
+                for agent, k in zip(names, ks.tolist()):
+                    table[k], legal = _row(obs[agent], infos.get(agent, {}), self.num_actions)
+                    masks[k] = True if legal is None else legal
 
     # ---------------------------------------------------------------- queries
     def alive(self) -> np.ndarray:
-        return self._alive.copy()
+        return self._alive.transpose(1, 0, 2).copy()
 
     def observe_side(self, side: int) -> SideBatch:
         if side not in (0, 1):
             raise ValueError(f"side must be 0 or 1, got {side!r}")
-        env, agent = np.nonzero(self._alive[:, side])
-        return SideBatch(env, agent, self._obs[env, side, agent], self._mask[env, side, agent])
+        E, N = self.num_envs, self.team_size
+        alive = self._alive[side]
+        obs, mask = self._obs[side].reshape(E * N, -1), self._mask[side].reshape(E * N, -1)
+        if alive.all():  # one block
+            return SideBatch(np.repeat(np.arange(E), N), np.tile(np.arange(N), E), obs.copy(), mask.copy())
+        env, agent = np.nonzero(alive)
+        rows = env * N + agent
+        return SideBatch(env, agent, np.take(obs, rows, axis=0), np.take(mask, rows, axis=0))
 
     def movers(self) -> np.ndarray:
         """(E, 2) bool: the side has an agent that acts (its rows come from ``observe_side``)."""
-        return self._alive.any(axis=2)
+        return self._alive.any(axis=2).T.copy()
 
     def observe(self, seat: int, envs=None):
         raise ValueError(f"{self.name} is a team game: its sides are observed with observe_side")
@@ -266,42 +308,51 @@ class ParallelTeamGame(VectorGame):
 
     # ------------------------------------------------------------------- step
     def _validate(self, actions) -> np.ndarray:
+        """(E, 2, N) actions checked, as the side-major (2, E, N) array; ValueError naming the first
+        agent at fault."""
         acts = np.asarray(actions)
         shape = (self.num_envs, 2, self.team_size)
         if acts.shape != shape:
             raise ValueError(f"{self.name}: team actions must have shape {shape}, got {acts.shape}")
         if acts.dtype.kind not in "iu":
             raise ValueError(f"{self.name}: actions must be integers, got dtype {acts.dtype}")
-        idle = ~self._alive & (acts != NO_ACTION)
-        if idle.any():
-            e, s, k = (int(i[0]) for i in np.nonzero(idle))
-            raise ValueError(f"{self.name}: agent {k} of side {s} does not act in env {e} but got action "
-                             f"{acts[e, s, k]} (use NO_ACTION={NO_ACTION})")
+        acts = acts.transpose(1, 0, 2)
         live = self._alive
+        idle = ~live & (acts != NO_ACTION)
+        if idle.any():
+            s, e, k = (int(i[0]) for i in np.nonzero(idle))
+            raise ValueError(f"{self.name}: agent {k} of side {s} does not act in env {e} but got action "
+                             f"{acts[s, e, k]} (use NO_ACTION={NO_ACTION})")
         chosen = np.where(live, acts, 0)
         ok = (chosen >= 0) & (chosen < self.num_actions)
-        ok &= np.take_along_axis(self._mask, np.clip(chosen, 0, self.num_actions - 1)[..., None], axis=3)[..., 0]
+        if not self._plain:  # masks only where the game gives them; else every action in range is legal
+            ok &= np.take_along_axis(self._mask, np.clip(chosen, 0, self.num_actions - 1)[..., None], axis=3)[..., 0]
         bad = live & ~ok
         if bad.any():
-            e, s, k = (int(i[0]) for i in np.nonzero(bad))
-            raise ValueError(f"{self.name}: illegal action {acts[e, s, k]} for agent {k} of side {s} in env {e} "
-                             f"(legal: {np.flatnonzero(self._mask[e, s, k]).tolist()})")
-        return acts
+            s, e, k = (int(i[0]) for i in np.nonzero(bad))
+            raise ValueError(f"{self.name}: illegal action {acts[s, e, k]} for agent {k} of side {s} in env {e} "
+                             f"(legal: {np.flatnonzero(self._mask[s, e, k]).tolist()})")
+        return np.ascontiguousarray(acts).reshape(-1)
 
     def step_team(self, actions: np.ndarray) -> StepResult:
-        acts = self._validate(actions).tolist()
-        E = self.num_envs
+        acts = self._validate(actions)
+        E, N = self.num_envs, self.team_size
         done = np.zeros(E, dtype=bool)
         returns = np.zeros((E, 2), dtype=np.float64)
         slot, survivors = self.slot, self.scoring == "survivors"
         for e, env in enumerate(self.envs):
-            act_e = acts[e]
-            sent = {agent: act_e[slot[agent][0]][slot[agent][1]] for agent in env.agents}
+            agents = env.agents
+            rows, _ = self._rows(e, agents)
+            sent = dict(zip(agents, acts[rows].tolist()))
             obs, rewards, terms, truncs, infos = env.step(sent)
             totals = self._totals[e]
-            if not survivors:
-                for agent, r in rewards.items():
-                    totals[slot[agent][0]] += r
+            if not survivors and rewards:
+                if list(rewards) == agents:  # the usual order: one sum per side
+                    totals += np.bincount(rows // (E * N), minlength=2,
+                                          weights=np.fromiter(rewards.values(), np.float64, len(rows)))
+                else:
+                    for agent, r in rewards.items():
+                        totals[slot[agent][0]] += r
             self._steps[e] += 1
             if not env.agents or (self.max_cycles is not None and self._steps[e] >= self.max_cycles):
                 if survivors and self._groups is not None:  # MAgent2 counts its live agents

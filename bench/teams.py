@@ -1,0 +1,124 @@
+"""Team-game steps per second: envs.teams' adapter vs the PettingZoo parallel environment stepped
+directly, side by side.
+
+    python -m bench.teams [--seconds 3] [--maps 12,45] [--sizes 1,8]
+
+For each MAgent2 battle map size and vector size E: a plain loop over E
+``battle_v4.parallel_env`` copies (every live agent draws a uniformly random action, ``step``
+with the dict, ``reset`` when no agent is left); the same loop that also stacks each side's
+observations into one array, as feeding a network needs ("batched"); and ``make_game("pettingzoo-parallel:...
+battle_v4:parallel_env", E)`` doing the same work through the team view (``observe_side`` of both
+sides, a uniformly random legal action per row, ``step_team``). A step is one step of one
+environment (every live agent acts). Both run under ``max_cycles=100`` so episodes end and reset
+in the window. The two alternate in slices of 0.25 s, so that a machine's load changing under the
+run falls on all alike. Prints a table, then one JSON line with the figures and the ratios
+adapter / plain and adapter / batched for each row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from envs import NO_ACTION, make_game
+
+BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
+TEAMS = {"prefix": ["red_", "blue_"]}
+MAX_CYCLES = 100
+SLICE = 0.25
+
+
+class PlainLoop:
+    def __init__(self, map_size: int, num_envs: int):
+        from magent2.environments import battle_v4
+
+        self.envs = [battle_v4.parallel_env(map_size=map_size, max_cycles=MAX_CYCLES) for _ in range(num_envs)]
+        for e, env in enumerate(self.envs):
+            env.reset(seed=e)
+        self.rng = np.random.default_rng(0)
+        self.n = self.envs[0].action_space(self.envs[0].possible_agents[0]).n
+
+    def step(self) -> int:
+        for env in self.envs:
+            agents = env.agents
+            env.step(dict(zip(agents, self.rng.integers(self.n, size=len(agents)).tolist())))
+            if not env.agents:
+                env.reset()
+        return len(self.envs)
+
+
+class BatchedPlainLoop(PlainLoop):
+    """The plain loop plus what feeding a network needs: each side's observations of every
+    environment stacked into one float32 array (the adapter's ``observe_side``)."""
+
+    def __init__(self, map_size: int, num_envs: int):
+        super().__init__(map_size, num_envs)
+        self.obs = [env.reset(seed=e)[0] for e, env in enumerate(self.envs)]
+
+    def step(self) -> int:
+        for prefix in TEAMS["prefix"]:
+            rows = [o[a] for env, o in zip(self.envs, self.obs) for a in env.agents if a.startswith(prefix)]
+            np.stack(rows).reshape(len(rows), -1).astype(np.float32, copy=False)
+        for e, env in enumerate(self.envs):
+            agents = env.agents
+            self.obs[e] = env.step(dict(zip(agents, self.rng.integers(self.n, size=len(agents)).tolist())))[0]
+            if not env.agents:
+                self.obs[e] = env.reset()[0]
+        return len(self.envs)
+
+
+class AdapterLoop:
+    def __init__(self, map_size: int, num_envs: int):
+        self.game = make_game(BATTLE, num_envs, seed=0, teams=TEAMS, map_size=map_size, max_cycles=MAX_CYCLES)
+        self.rng = np.random.default_rng(0)
+        self.actions = np.empty((num_envs, 2, self.game.team_size), dtype=np.int64)
+
+    def step(self) -> int:
+        self.actions.fill(NO_ACTION)
+        for side in (0, 1):
+            batch = self.game.observe_side(side)
+            self.actions[batch.env, side, batch.agent] = (self.rng.random(batch.mask.shape) * batch.mask).argmax(axis=1)
+        self.game.step_team(self.actions)
+        return self.game.num_envs
+
+
+def measure(loops, seconds: float) -> list[float]:
+    """Steps per second of each loop, run in alternating slices for ``seconds`` each."""
+    steps, spent = [0] * len(loops), [0.0] * len(loops)
+    while min(spent) < seconds:
+        for i, loop in enumerate(loops):
+            start = time.perf_counter()
+            while time.perf_counter() - start < SLICE:
+                steps[i] += loop.step()
+            spent[i] += time.perf_counter() - start
+    return [s / t for s, t in zip(steps, spent)]
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m bench.teams", description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per loop and row")
+    parser.add_argument("--maps", default="12,45", help="battle map sizes (12: 2 agents a side, 45: 81)")
+    parser.add_argument("--sizes", default="1,8", help="vector sizes E")
+    args = parser.parse_args(argv)
+    figures, ratios = {}, {}
+    print(f"{'map':<6}{'E':>4}{'plain':>10}{'batched':>10}{'adapter':>10}{'/plain':>8}{'/batched':>9}"
+          "   (env steps/s)")
+    for map_size in (int(m) for m in args.maps.split(",")):
+        for n in (int(s) for s in args.sizes.split(",")):
+            plain, batched, ours = measure([PlainLoop(map_size, n), BatchedPlainLoop(map_size, n),
+                                            AdapterLoop(map_size, n)], args.seconds)
+            key = f"map{map_size}_E{n}"
+            figures[key] = {"plain": round(plain, 1), "batched": round(batched, 1), "adapter": round(ours, 1)}
+            ratios[key] = {"adapter/plain": round(ours / plain, 3), "adapter/batched": round(ours / batched, 3)}
+            print(f"{map_size:<6}{n:>4}{plain:>10.0f}{batched:>10.0f}{ours:>10.0f}{ours / plain:>8.3f}"
+                  f"{ours / batched:>9.3f}")
+    result = {"bench": "teams", "unit": "env_steps_per_s", "steps_per_s": figures, "ratios": ratios}
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
