@@ -211,6 +211,7 @@ class ParallelTeamGame(VectorGame):
         self._totals = np.zeros((E, 2), dtype=np.float64)
         self._steps = np.zeros(E, dtype=np.int64)
         self._index = [None] * E
+        self._every = (np.repeat(np.arange(E), N), np.tile(np.arange(N), E))  # rows of a full side
         for e, env in enumerate(self.envs):
             if seed is not None:
                 s = env_seed(seed, e)
@@ -287,7 +288,7 @@ class ParallelTeamGame(VectorGame):
         alive = self._alive[side]
         obs, mask = self._obs[side].reshape(E * N, -1), self._mask[side].reshape(E * N, -1)
         if alive.all():  # one block
-            return SideBatch(np.repeat(np.arange(E), N), np.tile(np.arange(N), E), obs.copy(), mask.copy())
+            return SideBatch(self._every[0], self._every[1], obs.copy(), mask.copy())
         env, agent = np.nonzero(alive)
         rows = env * N + agent
         return SideBatch(env, agent, np.take(obs, rows, axis=0), np.take(mask, rows, axis=0))
@@ -318,6 +319,9 @@ class ParallelTeamGame(VectorGame):
             raise ValueError(f"{self.name}: actions must be integers, got dtype {acts.dtype}")
         acts = acts.transpose(1, 0, 2)
         live = self._alive
+        wrong = np.where(live, (acts < 0) | (acts >= self.num_actions), acts != NO_ACTION)
+        if self._plain and not wrong.any():  # no masks: in range where live, NO_ACTION elsewhere
+            return np.ascontiguousarray(acts).reshape(-1)
         idle = ~live & (acts != NO_ACTION)
         if idle.any():
             s, e, k = (int(i[0]) for i in np.nonzero(idle))

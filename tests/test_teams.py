@@ -241,3 +241,27 @@ def test_team_config_errors_are_one_line_naming_the_key(name, teams, params, key
         text = str(info.value)
         assert info.value.key == key and text.startswith(f"{key}: ") and "\n" not in text
         assert words in text
+
+
+def test_survivors_outside_magent2_are_the_agents_not_terminated():
+    """Rock-paper-scissors ends by truncation only: both agents stand, every episode a 1-1 tie."""
+    game = make_game("pettingzoo-parallel:pettingzoo.classic.rps_v2:parallel_env", 3, seed=0,
+                     teams={"score": "survivors"}, max_cycles=4)
+    assert game._groups is None
+    ends = [game.step_team(np.zeros((3, 2, 1), dtype=np.int64)) for _ in range(8)]
+    assert [r.done.all() for r in ends] == [False, False, False, True] * 2
+    np.testing.assert_array_equal(ends[3].returns, np.ones((3, 2)))
+    np.testing.assert_array_equal(game.score(ends[3].returns), 0.5)
+
+
+def test_reset_restores_every_agent_and_mask():
+    game = make_game(BATTLE, 2, seed=0, teams=TEAMS, **SMALL)
+    first = [game.observe_side(s) for s in (0, 1)]
+    rng = np.random.default_rng(0)
+    for t in range(12):
+        game.step_team(battle_actions(game, t, rng)[0])
+    game.reset(0)
+    for s in (0, 1):
+        again = game.observe_side(s)
+        assert again.mask.all()
+        np.testing.assert_array_equal(again.obs, first[s].obs)
