@@ -265,3 +265,17 @@ def test_reset_restores_every_agent_and_mask():
         again = game.observe_side(s)
         assert again.mask.all()
         np.testing.assert_array_equal(again.obs, first[s].obs)
+
+
+def test_team_games_keep_the_protocol_check():
+    from envs.protocol import check_game, is_team_game
+
+    game = make_game(BATTLE, 2, seed=0, teams=TEAMS, map_size=12, max_cycles=30)
+    assert is_team_game(game) and not is_team_game(make_game("kuhn_poker", 2))
+    check_game(game, seed=0)  # the shipped adapter keeps it
+    from envs import SideBatch
+
+    # a game that forgets an agent's row
+    game.observe_side = lambda side: SideBatch(*(x[:-1] for x in type(game).observe_side(game, side)))
+    with pytest.raises(ValueError, match=r"observe_side\(0\) rows must be the live agents"):
+        check_game(game, seed=0)
