@@ -1,7 +1,7 @@
 """Team-game steps per second: envs.teams' adapter vs the PettingZoo parallel environment stepped
 directly, side by side.
 
-    python -m bench.teams [--seconds 3] [--maps 12,45] [--sizes 1,8]
+    python -m bench.teams [--seconds 4] [--maps 12,45] [--sizes 1,8]
 
 For each MAgent2 battle map size and vector size E: a plain loop over E
 ``battle_v4.parallel_env`` copies (every live agent draws a uniformly random action, ``step``
@@ -10,9 +10,10 @@ observations into one array, as feeding a network needs ("batched"); and ``make_
 battle_v4:parallel_env", E)`` doing the same work through the team view (``observe_side`` of both
 sides, a uniformly random legal action per row, ``step_team``). A step is one step of one
 environment (every live agent acts). Both run under ``max_cycles=100`` so episodes end and reset
-in the window. The two alternate in slices of 0.25 s, so that a machine's load changing under the
-run falls on all alike. Prints a table, then one JSON line with the figures and the ratios
-adapter / plain and adapter / batched for each row.
+in the window. The three take turns in slices of 0.2 s, a round being one slice of each; the
+figures are medians over rounds, and each ratio is the median of the rounds' ratios, so that a
+machine's load changing under the run falls on all alike. Prints a table, then one JSON line
+with the figures and the ratios adapter / plain and adapter / batched for each row.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from envs import NO_ACTION, make_game
 BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
 TEAMS = {"prefix": ["red_", "blue_"]}
 MAX_CYCLES = 100
-SLICE = 0.25
+SLICE = 0.2
 
 
 class PlainLoop:
@@ -85,21 +86,25 @@ class AdapterLoop:
         return self.game.num_envs
 
 
-def measure(loops, seconds: float) -> list[float]:
-    """Steps per second of each loop, run in alternating slices for ``seconds`` each."""
-    steps, spent = [0] * len(loops), [0.0] * len(loops)
-    while min(spent) < seconds:
-        for i, loop in enumerate(loops):
-            start = time.perf_counter()
+def measure(loops, seconds: float) -> list[list[float]]:
+    """Steps per second of each loop in each round: the loops run one slice each per round, in
+    turn, until each has run ``seconds``."""
+    rates, spent = [], 0.0
+    while spent < seconds:
+        row = []
+        for loop in loops:
+            steps, start = 0, time.perf_counter()
             while time.perf_counter() - start < SLICE:
-                steps[i] += loop.step()
-            spent[i] += time.perf_counter() - start
-    return [s / t for s, t in zip(steps, spent)]
+                steps += loop.step()
+            row.append(steps / (time.perf_counter() - start))
+        rates.append(row)
+        spent += SLICE
+    return rates
 
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.teams", description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per loop and row")
+    parser.add_argument("--seconds", type=float, default=4.0, help="measuring time per loop and row")
     parser.add_argument("--maps", default="12,45", help="battle map sizes (12: 2 agents a side, 45: 81)")
     parser.add_argument("--sizes", default="1,8", help="vector sizes E")
     args = parser.parse_args(argv)
@@ -108,13 +113,16 @@ def main(argv=None) -> dict:
           "   (env steps/s)")
     for map_size in (int(m) for m in args.maps.split(",")):
         for n in (int(s) for s in args.sizes.split(",")):
-            plain, batched, ours = measure([PlainLoop(map_size, n), BatchedPlainLoop(map_size, n),
-                                            AdapterLoop(map_size, n)], args.seconds)
+            rates = np.array(measure([PlainLoop(map_size, n), BatchedPlainLoop(map_size, n),
+                                      AdapterLoop(map_size, n)], args.seconds))
+            plain, batched, ours = np.median(rates, axis=0)
+            # the median of each round's ratio: a round's slices share the machine's load of the moment
+            by_plain, by_batched = np.median(rates[:, 2] / rates[:, 0]), np.median(rates[:, 2] / rates[:, 1])
             key = f"map{map_size}_E{n}"
             figures[key] = {"plain": round(plain, 1), "batched": round(batched, 1), "adapter": round(ours, 1)}
-            ratios[key] = {"adapter/plain": round(ours / plain, 3), "adapter/batched": round(ours / batched, 3)}
-            print(f"{map_size:<6}{n:>4}{plain:>10.0f}{batched:>10.0f}{ours:>10.0f}{ours / plain:>8.3f}"
-                  f"{ours / batched:>9.3f}")
+            ratios[key] = {"adapter/plain": round(by_plain, 3), "adapter/batched": round(by_batched, 3)}
+            print(f"{map_size:<6}{n:>4}{plain:>10.0f}{batched:>10.0f}{ours:>10.0f}{by_plain:>8.3f}"
+                  f"{by_batched:>9.3f}")
     result = {"bench": "teams", "unit": "env_steps_per_s", "steps_per_s": figures, "ratios": ratios}
     print(json.dumps(result))
     return result

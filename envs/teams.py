@@ -125,8 +125,8 @@ def team_members(agents: list[str], prefix: list[str] | None) -> tuple[list[str]
         raise TeamError("game.teams.prefix", f"agent {both[0]!r} matches both {prefix[0]!r} and {prefix[1]!r}")
     neither = [a for a in agents if not a.startswith(prefix[0]) and not a.startswith(prefix[1])]
     if neither:
-        raise TeamError("game.teams.prefix", f"agents {_names(neither)} match neither {prefix[0]!r} nor "
-                                             f"{prefix[1]!r}")
+        which = f"agent {neither[0]} matches" if len(neither) == 1 else f"agents {_names(neither)} match"
+        raise TeamError("game.teams.prefix", f"{which} neither {prefix[0]!r} nor {prefix[1]!r}")
     return sides
 
 
@@ -203,14 +203,15 @@ class ParallelTeamGame(VectorGame):
         fresh = seed is None and not self._seeded
         if seed is not None:
             self.seed = seed
-        # side-major tables: a side's rows of every environment are one block, so a side whose
-        # agents all live is observed with one contiguous copy
+        # side-major tables (games with masks or dict observations): a side's rows of every
+        # environment are one block, so a side whose agents all live is observed with one copy
         self._obs = np.zeros((2, E, N, self.obs_size), dtype=np.float32)
         self._mask = np.full((2, E, N, self.num_actions), bool(self._plain))  # no masks: all legal
         self._alive = np.zeros((2, E, N), dtype=bool)
         self._totals = np.zeros((E, 2), dtype=np.float64)
         self._steps = np.zeros(E, dtype=np.int64)
         self._index = [None] * E
+        self._last = [None] * E  # each environment's latest observations
         self._every = (np.repeat(np.arange(E), N), np.tile(np.arange(N), E))  # rows of a full side
         for e, env in enumerate(self.envs):
             if seed is not None:
@@ -225,7 +226,7 @@ class ParallelTeamGame(VectorGame):
     def _begin(self, e: int, obs: dict, infos: dict) -> None:
         self._totals[e] = 0.0
         self._steps[e] = 0
-        if self._plain is None:  # plain arrays and no masks: rows are copied in blocks (_load)
+        if self._plain is None:  # plain arrays and no masks: rows are stacked as they are (observe_side)
             agents = self.envs[e].agents
             self._plain = all(isinstance(obs[a], np.ndarray) and "action_mask" not in infos.get(a, {})
                               for a in agents)
@@ -235,9 +236,8 @@ class ParallelTeamGame(VectorGame):
 
     def _rows(self, e: int, agents: list[str]) -> tuple[np.ndarray, list]:
         """Where ``agents`` of environment e sit in the flat (2 * E * N) tables, and per side its
-        agents with the block of rows they fill (None unless consecutive); kept while the
-        environment's agents stay the same list (they change when one dies or joins, not on most
-        steps)."""
+        agents and their indices k, in k order; kept while the environment's agents stay the same
+        list (they change when one dies or joins, not on most steps)."""
         cached = self._index[e]
         if cached is not None and cached[0] == agents:
             return cached[1], cached[2]
@@ -249,11 +249,8 @@ class ParallelTeamGame(VectorGame):
                             count=len(agents))
         parts = []
         for side in (0, 1):
-            names = [a for a in agents if slot[a][0] == side]
-            ks = [slot[a][1] for a in names]
-            consecutive = bool(ks) and ks == list(range(ks[0], ks[0] + len(ks)))
-            parts.append((names, slice(ks[0], ks[0] + len(ks)) if consecutive else None,
-                          np.asarray(ks, dtype=np.int64)))
+            names = sorted((a for a in agents if slot[a][0] == side), key=lambda a: slot[a][1])  # rows' order
+            parts.append((names, np.array([slot[a][1] for a in names], dtype=np.int64)))
         self._index[e] = (list(agents), index, parts)
         return index, parts
 
@@ -262,20 +259,17 @@ class ParallelTeamGame(VectorGame):
         agents = self.envs[e].agents
         _, parts = self._rows(e, agents)
         self._alive[:, e] = False
-        for side, (names, block, ks) in enumerate(parts):
+        self._last[e] = obs  # plain arrays: observe_side stacks them straight into the batch
+        for side, (names, ks) in enumerate(parts):
             if not names:
                 continue
             self._alive[side, e, ks] = True
-            table = self._obs[side, e]
-            if self._plain and block is not None and obs[names[0]].shape == self.obs_shape:
-                np.stack([obs[a] for a in names], out=table[block].reshape(len(names), *self.obs_shape))
-            elif self._plain:
-                table[ks] = np.stack([obs[a] for a in names]).reshape(len(names), -1)
-            else:
-                masks = self._mask[side, e]
-                for agent, k in zip(names, ks.tolist()):
-                    table[k], legal = _row(obs[agent], infos.get(agent, {}), self.num_actions)
-                    masks[k] = True if legal is None else legal
+            if self._plain:
+                continue
+            table, masks = self._obs[side, e], self._mask[side, e]
+            for agent, k in zip(names, ks.tolist()):
+                table[k], legal = _row(obs[agent], infos.get(agent, {}), self.num_actions)
+                masks[k] = True if legal is None else legal
 
     # ---------------------------------------------------------------- queries
     def alive(self) -> np.ndarray:
@@ -286,6 +280,12 @@ class ParallelTeamGame(VectorGame):
             raise ValueError(f"side must be 0 or 1, got {side!r}")
         E, N = self.num_envs, self.team_size
         alive = self._alive[side]
+        if self._plain:  # one copy, from the environments' own arrays into the batch
+            rows = [obs[a] for obs, index in zip(self._last, self._index) for a in index[2][side][0]]
+            env, agent = np.nonzero(alive) if len(rows) < E * N else self._every
+            D = self.obs_size
+            batch = np.stack(rows).reshape(len(rows), D) if rows else np.zeros((0, D))
+            return SideBatch(env, agent, batch.astype(np.float32, copy=False), np.ones((len(rows), self.num_actions), bool))
         obs, mask = self._obs[side].reshape(E * N, -1), self._mask[side].reshape(E * N, -1)
         if alive.all():  # one block
             return SideBatch(self._every[0], self._every[1], obs.copy(), mask.copy())

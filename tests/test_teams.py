@@ -219,7 +219,7 @@ def test_two_agent_parallel_game_is_two_teams_of_one():
 
 @pytest.mark.parametrize("name, teams, params, key, words", [
     (BATTLE, {"prefix": ["red_", "green_"]}, {"map_size": 12}, "game.teams.prefix", "'green_' matches no agent"),
-    (BATTLE, {"prefix": ["red_0", "blue_"]}, {"map_size": 12}, "game.teams.prefix", "red_1 match neither"),
+    (BATTLE, {"prefix": ["red_0", "blue_"]}, {"map_size": 12}, "game.teams.prefix", "agent red_1 matches neither"),
     (BATTLE, {"prefix": ["r", "re"]}, {"map_size": 12}, "game.teams.prefix", "matches both"),
     (BATTLE, {"prefix": "red_"}, {"map_size": 12}, "game.teams.prefix", "two non-empty strings"),
     (BATTLE, None, {"map_size": 12}, "game.teams.prefix", "the game has 4 agents"),
