@@ -253,8 +253,8 @@ def _check_team_game(game, episodes: int, max_episode_steps: int, seed: int) -> 
         if not np.isfinite(returns).all():
             _fail(game, "step_team().returns holds a non-finite value")
         if returns[~done].any():
-            _fail(game, f"step_team().returns is non-zero in env {int(np.flatnonzero(~done & returns.any(axis=1))[0])}, "
-                        "whose episode did not end")
+            e = int(np.flatnonzero(~done & returns.any(axis=1))[0])
+            _fail(game, f"step_team().returns is non-zero in env {e}, whose episode did not end")
         if done.any():
             score = np.asarray(_call(game, "score()", game.score, returns[done]), dtype=np.float64)
             if score.shape != (int(done.sum()),) or not ((score >= 0) & (score <= 1)).all():

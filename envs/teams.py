@@ -282,13 +282,14 @@ class ParallelTeamGame(VectorGame):
         alive = self._alive[side]
         if self._plain:  # one copy, from the environments' own arrays into the batch
             rows = [obs[a] for obs, index in zip(self._last, self._index) for a in index[2][side][0]]
-            env, agent = np.nonzero(alive) if len(rows) < E * N else self._every
-            D = self.obs_size
-            batch = np.stack(rows).reshape(len(rows), D) if rows else np.zeros((0, D))
-            return SideBatch(env, agent, batch.astype(np.float32, copy=False), np.ones((len(rows), self.num_actions), bool))
+            full = len(rows) == E * N
+            env, agent = (self._every[0].copy(), self._every[1].copy()) if full else np.nonzero(alive)
+            n, D = len(rows), self.obs_size
+            batch = np.stack(rows).reshape(n, D).astype(np.float32, copy=False) if n else np.zeros((0, D), np.float32)
+            return SideBatch(env, agent, batch, np.ones((n, self.num_actions), dtype=bool))
         obs, mask = self._obs[side].reshape(E * N, -1), self._mask[side].reshape(E * N, -1)
         if alive.all():  # one block
-            return SideBatch(self._every[0], self._every[1], obs.copy(), mask.copy())
+            return SideBatch(self._every[0].copy(), self._every[1].copy(), obs.copy(), mask.copy())
         env, agent = np.nonzero(alive)
         rows = env * N + agent
         return SideBatch(env, agent, np.take(obs, rows, axis=0), np.take(mask, rows, axis=0))
