@@ -279,3 +279,79 @@ def test_team_games_keep_the_protocol_check():
     game.observe_side = lambda side: SideBatch(*(x[:-1] for x in type(game).observe_side(game, side)))
     with pytest.raises(ValueError, match=r"observe_side\(0\) rows must be the live agents"):
         check_game(game, seed=0)
+
+
+REINFORCEMENTS = '''
+import numpy as np
+from gymnasium.spaces import Box, Discrete
+from pettingzoo.utils.env import ParallelEnv
+
+
+class Reinforcements(ParallelEnv):
+    """a_0 and b_0 start; a_1 and b_1 join after step 2; b_0 dies on step 3; 5 steps in all.
+    Observation [step, k, action last played]; an agent k may play actions 0..k+1 (infos' mask);
+    its reward is the action it played."""
+
+    metadata = {"name": "reinforcements"}
+
+    def __init__(self):
+        self.possible_agents = ["a_0", "a_1", "b_0", "b_1"]
+
+    def observation_space(self, agent):
+        return Box(-1.0, 10.0, (3,), np.float32)
+
+    def action_space(self, agent):
+        return Discrete(3)
+
+    def _out(self):
+        obs = {a: np.array([self.t, int(a[-1]), self.last.get(a, -1)], np.float32) for a in self.agents}
+        infos = {a: {"action_mask": np.arange(3) <= int(a[-1]) + 1} for a in self.agents}
+        return obs, infos
+
+    def reset(self, seed=None, options=None):
+        self.t, self.last, self.agents = 0, {}, ["a_0", "b_0"]
+        return self._out()
+
+    def step(self, actions):
+        self.t += 1
+        self.last = dict(actions)
+        rewards = {a: float(actions[a]) for a in self.agents}
+        terms = {a: a == "b_0" and self.t == 3 for a in self.agents}
+        truncs = {a: self.t == 5 for a in self.agents}
+        self.agents = [a for a in self.agents if not terms[a] and not truncs[a]]
+        if self.t == 2:
+            self.agents += ["a_1", "b_1"]
+        obs, infos = self._out()
+        return obs, rewards, terms, truncs, infos
+'''
+
+
+@pytest.mark.parametrize("scoring", ["sum", "survivors"])
+def test_agents_that_join_enter_the_batch_and_masks_come_from_infos(tmp_path, monkeypatch, scoring):
+    (tmp_path / "reinforcements.py").write_text(REINFORCEMENTS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    game = make_game("pettingzoo-parallel:reinforcements:Reinforcements", 2, seed=0,
+                     teams={"prefix": ["a_", "b_"], "score": scoring})
+    assert game.team_size == 2 and game.obs_shape == (3,)
+    # who acts on each step (before it), for side a and side b, in every environment
+    expected = [([0], [0]), ([0], [0]), ([0, 1], [0, 1]), ([0, 1], [1]), ([0, 1], [1])]
+    total = np.zeros(2)
+    for t, live in enumerate(expected):
+        acts = np.full((2, 2, 2), NO_ACTION, dtype=np.int64)
+        for s in (0, 1):
+            b = game.observe_side(s)
+            assert b.env.tolist() == [0] * len(live[s]) + [1] * len(live[s]) and b.agent.tolist() == live[s] * 2
+            np.testing.assert_array_equal(b.obs[:, :2], [[t, k] for k in live[s] * 2])
+            np.testing.assert_array_equal(b.mask, [np.arange(3) <= k + 1 for k in live[s] * 2])
+            acts[b.env, s, b.agent] = b.agent + 1  # the largest legal action: reward k + 1
+            total[s] += (b.agent[b.env == 0] + 1).sum()
+        if t == 0:
+            bad = acts.copy()
+            bad[0, 0, 0] = 2  # agent 0 may play 0 or 1 only
+            with pytest.raises(ValueError, match="illegal action 2 for agent 0 of side 0 in env 0"):
+                game.step_team(bad)
+        result = game.step_team(acts)
+        assert result.done.tolist() == [t == 4] * 2
+    want = total if scoring == "sum" else [2, 1]  # b_0 died on step 3
+    np.testing.assert_array_equal(result.returns, [want, want])
+    assert game.alive()[:, :, 0].all() and not game.alive()[:, :, 1].any()  # reset: a_0, b_0 again
