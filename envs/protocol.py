@@ -277,6 +277,9 @@ def check_game(game: VectorGame, episodes: int = 2, max_episode_steps: int = 100
     if is_team_game(game):
         _check_team_game(game, episodes, max_episode_steps, seed)
         return
+    if getattr(game, "team_size", 1) != 1:
+        _fail(game, f"team_size is {game.team_size!r} but the game does not implement the team view "
+                    "(alive, observe_side, step_team, score); a game of two single agents has team_size 1")
     rng = np.random.default_rng(seed)
     lo = hi = None
     if hasattr(game, "utility_range"):

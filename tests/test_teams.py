@@ -279,6 +279,10 @@ def test_team_games_keep_the_protocol_check():
     game.observe_side = lambda side: SideBatch(*(x[:-1] for x in type(game).observe_side(game, side)))
     with pytest.raises(ValueError, match=r"observe_side\(0\) rows must be the live agents"):
         check_game(game, seed=0)
+    kuhn = make_game("kuhn_poker", 2)
+    kuhn.team_size = 3  # declared, without the team view behind it
+    with pytest.raises(ValueError, match="team_size is 3 but the game does not implement the team view"):
+        check_game(kuhn)
 
 
 REINFORCEMENTS = '''
