@@ -1,7 +1,7 @@
 """Team-game steps per second: envs.teams' adapter vs the PettingZoo parallel environment stepped
 directly, side by side.
 
-    python -m bench.teams [--seconds 4] [--maps 12,45] [--sizes 1,8]
+    python -m bench.teams [--seconds 4] [--maps 12,45] [--sizes 1,8] [--two-player kuhn_poker,...]
 
 For each MAgent2 battle map size and vector size E: a plain loop over E
 ``battle_v4.parallel_env`` copies (every live agent draws a uniformly random action, ``step``
@@ -14,6 +14,10 @@ in the window. The three take turns in slices of 0.2 s, a round being one slice 
 figures are medians over rounds, and each ratio is the median of the rounds' ratios, so that a
 machine's load changing under the run falls on all alike. Prints a table, then one JSON line
 with the figures and the ratios adapter / plain and adapter / batched for each row.
+
+Then, for two-player games at E=64, the same random legal play through ``movers``/``observe``/
+``step`` and through the team view as teams of one (``observe_side``/``step_team``): the ratio
+says what the team path costs a two-player game.
 """
 
 from __future__ import annotations
@@ -86,6 +90,33 @@ class AdapterLoop:
         return self.game.num_envs
 
 
+class TwoPlayerLoop:
+    """A two-player game stepped through ``movers``/``observe``/``step`` (``team=False``) or through
+    the team view, as a team of one (``team=True``)."""
+
+    def __init__(self, name: str, num_envs: int, team: bool):
+        self.game, self.team = make_game(name, num_envs, seed=0), team
+        self.rng = np.random.default_rng(0)
+
+    def step(self) -> int:
+        game, rng = self.game, self.rng
+        if self.team:
+            actions = np.full((game.num_envs, 2, 1), NO_ACTION, dtype=np.int64)
+            for side in (0, 1):
+                b = game.observe_side(side)
+                actions[b.env, side, b.agent] = (rng.random(b.mask.shape) * b.mask).argmax(axis=1)
+            game.step_team(actions)
+        else:
+            actions = np.full((game.num_envs, 2), NO_ACTION, dtype=np.int64)
+            movers = game.movers()
+            for seat in (0, 1):
+                envs = np.flatnonzero(movers[:, seat])
+                _, mask = game.observe(seat, envs)
+                actions[envs, seat] = (rng.random(mask.shape) * mask).argmax(axis=1)
+            game.step(actions)
+        return game.num_envs
+
+
 def measure(loops, seconds: float) -> list[list[float]]:
     """Steps per second of each loop in each round: the loops run one slice each per round, in
     turn, until each has run ``seconds``."""
@@ -107,6 +138,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--seconds", type=float, default=4.0, help="measuring time per loop and row")
     parser.add_argument("--maps", default="12,45", help="battle map sizes (12: 2 agents a side, 45: 81)")
     parser.add_argument("--sizes", default="1,8", help="vector sizes E")
+    parser.add_argument("--two-player", default="kuhn_poker,connect_four,pettingzoo:texas_holdem_v4",
+                        help="two-player games stepped both ways at E=64")
     args = parser.parse_args(argv)
     figures, ratios = {}, {}
     print(f"{'map':<6}{'E':>4}{'plain':>10}{'batched':>10}{'adapter':>10}{'/plain':>8}{'/batched':>9}"
@@ -123,6 +156,14 @@ def main(argv=None) -> dict:
             ratios[key] = {"adapter/plain": round(by_plain, 3), "adapter/batched": round(by_batched, 3)}
             print(f"{map_size:<6}{n:>4}{plain:>10.0f}{batched:>10.0f}{ours:>10.0f}{by_plain:>8.3f}"
                   f"{by_batched:>9.3f}")
+    print(f"{'two-player game':<28}{'E':>4}{'step':>10}{'team':>10}{'ratio':>8}   (env steps/s)")
+    for name in args.two_player.split(","):
+        rates = np.array(measure([TwoPlayerLoop(name, 64, False), TwoPlayerLoop(name, 64, True)], args.seconds))
+        plain, team = np.median(rates, axis=0)
+        ratio = np.median(rates[:, 1] / rates[:, 0])
+        figures[name] = {"step": round(plain, 1), "step_team": round(team, 1)}
+        ratios[name] = {"step_team/step": round(ratio, 3)}
+        print(f"{name:<28}{64:>4}{plain:>10.0f}{team:>10.0f}{ratio:>8.3f}")
     result = {"bench": "teams", "unit": "env_steps_per_s", "steps_per_s": figures, "ratios": ratios}
     print(json.dumps(result))
     return result

@@ -25,8 +25,8 @@ the callers that support teams use:
 
 A game of two single agents has ``team_size`` 1 and needs none of these: the
 defaults below are its ``movers``/``observe``/``step`` seen with a trailing
-agent axis of length 1 (views, no copies of the observations), so a two-player
-game takes the same path at the same speed. A team game (``envs.teams``)
+agent axis of length 1 (``observe``'s own arrays; the actions a view), so a
+two-player game takes the same path at the same speed. A team game (``envs.teams``)
 implements the team view itself.
 """
 
