@@ -21,8 +21,8 @@
   parameters; ``"name(key=value,...)"`` strings work too.
 
 ``game_info(name, teams=None, **params)`` gives ``(obs_size, num_actions,
-supports_exact, obs_shape, channels_last, team_size)`` without building a vector of environments (one
-environment, for games brought by module path). ``is_user_game(name)`` says
+supports_exact, obs_shape, channels_last, team_size)`` without building a
+vector of environments (one environment, for games brought by module path). ``is_user_game(name)`` says
 whether a game is one a user brought, which ``envs.protocol.check_game`` checks
 before a league starts.
 """
@@ -67,7 +67,6 @@ def is_user_game(name: str) -> bool:
     """A game brought by module path (``module:factory``, or a PettingZoo environment PettingZoo does
     not ship); ValueError when the name cannot be resolved."""
     from envs.custom import is_custom_game
-
     from envs.teams import is_parallel_game
 
     if is_custom_game(name) or is_parallel_game(name):
