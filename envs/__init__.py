@@ -10,15 +10,19 @@
   ``"pettingzoo:texas_holdem_v4"``, ``params`` going to its ``raw_env``; any
   importable AEC environment with action masks as ``"pettingzoo:mygame:env"``
   or ``"pettingzoo:mypkg.mygame:raw_env"``;
+- ``"pettingzoo-parallel:module:factory"`` with ``teams={prefix: [P0, P1]}``: a
+  PettingZoo parallel game of two teams (``envs.teams``), e.g.
+  ``"pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"``;
+  ``teams`` is the config's ``game.teams`` and is taken by these games only;
 - ``"module:factory"``: a ``VectorGame`` a user writes (``envs.custom``),
   built as ``factory(num_envs=E, seed=S, **params)``;
 - any other name: an OpenSpiel game (``"kuhn_poker"``, ``"leduc_poker"``,
   ``"tic_tac_toe"``, ``"connect_four"``, ...), ``params`` being its OpenSpiel
   parameters; ``"name(key=value,...)"`` strings work too.
 
-``game_info(name, **params)`` gives ``(obs_size, num_actions, supports_exact,
-obs_shape, channels_last)`` without building a vector of environments (one
-environment, for games brought by module path). ``is_user_game(name)`` says
+``game_info(name, teams=None, **params)`` gives ``(obs_size, num_actions,
+supports_exact, obs_shape, channels_last, team_size)`` without building a
+vector of environments (one environment, for games brought by module path). ``is_user_game(name)`` says
 whether a game is one a user brought, which ``envs.protocol.check_game`` checks
 before a league starts.
 """
@@ -27,11 +31,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from envs.base import NO_ACTION, StepResult, VectorGame, outcome_from_returns
+from envs.base import NO_ACTION, SideBatch, StepResult, VectorGame, outcome_from_returns
 from envs.matrix import ALIASES, KNOWN_GAMES, MatrixGame, MatrixNash
 
 __all__ = [
     "NO_ACTION",
+    "SideBatch",
     "StepResult",
     "VectorGame",
     "outcome_from_returns",
@@ -51,6 +56,7 @@ class GameInfo(NamedTuple):
     supports_exact: bool = False  # see VectorGame.supports_exact
     obs_shape: tuple[int, ...] = ()  # see VectorGame.obs_shape; () is (obs_size,)
     channels_last: bool = False  # see VectorGame.channels_last
+    team_size: int = 1  # see VectorGame.team_size
 
 
 def is_matrix_game(name: str) -> bool:
@@ -61,8 +67,9 @@ def is_user_game(name: str) -> bool:
     """A game brought by module path (``module:factory``, or a PettingZoo environment PettingZoo does
     not ship); ValueError when the name cannot be resolved."""
     from envs.custom import is_custom_game
+    from envs.teams import is_parallel_game
 
-    if is_custom_game(name):
+    if is_custom_game(name) or is_parallel_game(name):
         return True
     if isinstance(name, str) and name.startswith("pettingzoo:"):
         from envs.pettingzoo import is_shipped
@@ -71,12 +78,28 @@ def is_user_game(name: str) -> bool:
     return False
 
 
-def make_game(name: str, num_envs: int, seed: int | None = None, **params) -> VectorGame:
+def _no_teams(name: str, teams) -> None:
+    if teams:
+        from envs.teams import TeamError
+
+        raise TeamError("game.teams", f"{name} is a game of two single agents; only pettingzoo-parallel games "
+                                      "have teams")
+
+
+def make_game(name: str, num_envs: int, seed: int | None = None, teams: dict | None = None,
+              **params) -> VectorGame:
     """Build ``num_envs`` environments of game ``name`` (see module docstring).
     Raises ValueError on an unknown name, bad parameters, or a game that is not
-    two-player zero-sum."""
+    two-player zero-sum (``envs.teams.TeamError`` on bad ``teams``)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"game name must be a non-empty string, got {name!r}")
+    from envs.teams import is_parallel_game
+
+    if is_parallel_game(name):
+        from envs.teams import ParallelTeamGame
+
+        return ParallelTeamGame(name, num_envs, teams=teams, params=params or None, seed=seed)
+    _no_teams(name, teams)
     if name == "matrix":
         if "payoff" not in params:
             raise ValueError('game "matrix" needs a payoff=[[...], ...] parameter (row player\'s payoffs)')
@@ -101,9 +124,17 @@ def make_game(name: str, num_envs: int, seed: int | None = None, **params) -> Ve
     return OpenSpielGame(name, num_envs, params=params or None, seed=seed)
 
 
-def game_info(name: str, **params) -> GameInfo:
-    """``(obs_size, num_actions, supports_exact, obs_shape, channels_last)`` of a game, cheaply
-    (no environments built)."""
+def game_info(name: str, teams: dict | None = None, **params) -> GameInfo:
+    """``(obs_size, num_actions, supports_exact, obs_shape, channels_last, team_size)`` of a game,
+    cheaply (no environments built)."""
+    from envs.teams import is_parallel_game
+
+    if is_parallel_game(name):
+        from envs.teams import team_info
+
+        size, actions, shape, channels_last, team_size = team_info(name, teams, **params)
+        return GameInfo(size, actions, obs_shape=shape, channels_last=channels_last, team_size=team_size)
+    _no_teams(name, teams)
     if name == "matrix":
         if "payoff" not in params:
             raise ValueError('game "matrix" needs a payoff=[[...], ...] parameter')

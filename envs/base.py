@@ -1,16 +1,39 @@
-"""The one vectorized two-player zero-sum protocol every game implements.
+"""The one vectorized two-sided protocol every game implements.
 
-E environments are stepped at once. Seats are 0 and 1. In every environment
-either one seat acts (turn-based games) or both do (simultaneous-move games);
-``movers()`` says which. Actions are passed as an (E, 2) integer array with
-``NO_ACTION`` (-1) where a seat does not act. Finished environments reset
-themselves inside ``step``; the returns of the episode that just ended are
-reported in the ``StepResult`` of that step.
+E environments are stepped at once. Sides (seats) are 0 and 1. In every
+environment either one seat acts (turn-based games) or both do
+(simultaneous-move games); ``movers()`` says which. Actions are passed as an
+(E, 2) integer array with ``NO_ACTION`` (-1) where a seat does not act.
+Finished environments reset themselves inside ``step``; the returns of the
+episode that just ended are reported in the ``StepResult`` of that step.
+
+Teams. A side may be a team of ``team_size`` agents (N) that share the side's
+policy (docs/teams.md). Every game answers the team view, which is the path
+the callers that support teams use:
+
+- ``alive()``: (E, 2, N) bool, agent k of side s acts in environment e on the
+  next step (it is in the game and, in a turn-based game, it is its turn);
+  agents that die mid-episode, or have not joined yet, are False;
+- ``observe_side(s)``: a ``SideBatch`` with one row per True entry of
+  ``alive()[:, s]``, in (env, agent) order: ``env`` and ``agent`` (n,) int64
+  name the rows, ``obs`` (n, obs_size) float32, ``mask`` (n, num_actions) bool;
+- ``step_team(actions)``: (E, 2, N) integer actions, ``NO_ACTION`` where an
+  agent does not act; returns the ``StepResult`` whose ``returns`` are each
+  side's score of the episode that ended (the game defines it);
+- ``score(returns)``: seat 0's result in [0, 1] of finished episodes from
+  their (n, 2) returns: the one number per game the league records.
+
+A game of two single agents has ``team_size`` 1 and needs none of these: the
+defaults below are its ``movers``/``observe``/``step`` seen with a trailing
+agent axis of length 1 (``observe``'s own arrays; the actions a view), so a
+two-player game takes the same path at the same speed. A team game (``envs.teams``)
+implements the team view itself.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,6 +52,15 @@ class StepResult:
 
     done: np.ndarray
     returns: np.ndarray
+
+
+class SideBatch(NamedTuple):
+    """One side's acting agents on the next step, one row each, in (env, agent) order."""
+
+    env: np.ndarray  # (n,) int64 environment of each row
+    agent: np.ndarray  # (n,) int64 agent index in the side's team, in [0, team_size)
+    obs: np.ndarray  # (n, obs_size) float32
+    mask: np.ndarray  # (n, num_actions) bool, legal actions
 
 
 def outcome_from_returns(returns: np.ndarray) -> np.ndarray:
@@ -55,6 +87,7 @@ class VectorGame:
       supports_exact: True when policies' expected payoffs and exploitability
                     can be computed exactly (policies.exploitability) instead
                     of sampled: the game says so, callers do not guess
+      team_size:    agents per side (N), 1 unless the game is a team game
     """
 
     name: str
@@ -64,6 +97,7 @@ class VectorGame:
     simultaneous: bool
     supports_exact: bool = False
     channels_last: bool = False
+    team_size: int = 1
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
@@ -92,6 +126,32 @@ class VectorGame:
         Raises ValueError (and changes no environment) on a wrong shape or an
         illegal action."""
         raise NotImplementedError
+
+    # ------------------------------------------------------------- team view
+    def alive(self) -> np.ndarray:
+        """(E, 2, team_size) bool: agent k of side s acts in environment e on the next step.
+        A team of one: ``movers()`` with an agent axis."""
+        return self.movers()[:, :, None]
+
+    def observe_side(self, side: int) -> SideBatch:
+        """The rows of ``side``'s acting agents (module docstring). A team of one: ``observe`` of
+        the environments where the seat moves, agent 0 in each."""
+        envs = np.flatnonzero(self.movers()[:, side])
+        obs, mask = self.observe(side, envs)
+        return SideBatch(envs, np.zeros(envs.size, dtype=np.int64), obs, mask)
+
+    def step_team(self, actions: np.ndarray) -> StepResult:
+        """Apply (E, 2, team_size) actions, ``NO_ACTION`` where an agent does not act. A team of
+        one: ``step`` of the (E, 2) view."""
+        acts = np.asarray(actions)
+        if acts.shape != (self.num_envs, 2, 1):
+            raise ValueError(f"{self.name}: team actions must have shape ({self.num_envs}, 2, 1), got {acts.shape}")
+        return self.step(acts[:, :, 0])
+
+    def score(self, returns: np.ndarray) -> np.ndarray:
+        """Seat 0's result in [0, 1] of finished episodes, from their (n, 2) ``returns``: its
+        return rescaled from the game's ``utility_range`` (``score_from_returns``)."""
+        return score_from_returns(returns, *utility_range(self))
 
     def render_text(self, env: int) -> str:
         """Environment ``env`` as text a person can read (the league page shows it for games it

@@ -31,8 +31,10 @@ _SPEC = re.compile(rf"^(?P<module>{_MODULE}):(?P<attr>[A-Za-z_][A-Za-z0-9_]*)$")
 
 
 def is_custom_game(name: object) -> bool:
-    """A ``module:factory`` name (``pettingzoo:...`` names are PettingZoo's; see envs.pettingzoo)."""
-    return isinstance(name, str) and ":" in name and not name.startswith("pettingzoo:")
+    """A ``module:factory`` name (``pettingzoo:...`` and ``pettingzoo-parallel:...`` names are
+    PettingZoo's; see envs.pettingzoo, envs.teams)."""
+    return (isinstance(name, str) and ":" in name and not name.startswith("pettingzoo:")
+            and not name.startswith("pettingzoo-parallel:"))
 
 
 def import_attribute(spec: str, what: str) -> Callable:

@@ -19,6 +19,18 @@ the first thing that is wrong:
   ``utility_range`` where it declares one;
 - episodes end: none lasts more than ``max_episode_steps`` steps.
 
+A team game (one that implements ``step_team``: ``envs.teams``) is checked
+through the team view instead:
+
+- ``team_size`` a positive int; ``alive()`` an (E, 2, team_size) bool array
+  with a live agent in every environment;
+- ``observe_side(side)``: one row per live agent of the side, in (env, agent)
+  order, observations (n, obs_size) float32 and finite, masks (n, num_actions)
+  bool with at least one legal action per row;
+- ``step_team``: raises ValueError on an action out of range; ``done`` (E,)
+  bool and ``returns`` (E, 2) finite floats, zero where ``done`` is False (a
+  side's score need not be zero-sum); ``score(returns)`` in [0, 1].
+
 Any exception the game raises on the way is reported the same way, naming the
 call that raised it. The check is pure (numpy only) and plays a few hundred
 steps: it runs in the launcher's load path, before Ray starts.
@@ -30,7 +42,7 @@ import numpy as np
 
 from envs.base import NO_ACTION, VectorGame
 
-__all__ = ["check_game"]
+__all__ = ["check_game", "is_team_game"]
 
 
 def _fail(game, message: str) -> None:
@@ -161,11 +173,113 @@ def _check_step(game, actions: np.ndarray, lo: float | None, hi: float | None):
     return done
 
 
+def is_team_game(game) -> bool:
+    """Whether ``game`` implements the team view itself (``envs.base``) rather than inheriting it."""
+    return isinstance(game, VectorGame) and type(game).step_team is not VectorGame.step_team
+
+
+def _check_side(game, side: int, alive: np.ndarray):
+    E, D, A = game.num_envs, game.obs_size, game.num_actions
+    batch = _call(game, f"observe_side({side})", game.observe_side, side)
+    env, agent, obs, mask = (getattr(batch, f, None) for f in ("env", "agent", "obs", "mask"))
+    want_env, want_agent = np.nonzero(alive[:, side])
+    n = len(want_env)
+    if (not isinstance(env, np.ndarray) or not isinstance(agent, np.ndarray)
+            or not np.array_equal(env, want_env) or not np.array_equal(agent, want_agent)):
+        _fail(game, f"observe_side({side}) rows must be the live agents of alive()[:, {side}] in (env, agent) "
+                    f"order ({n} rows), got env {_describe(env)}, agent {_describe(agent)}")
+    if not isinstance(obs, np.ndarray) or obs.shape != (n, D) or obs.dtype != np.float32:
+        _fail(game, f"observe_side({side}) observations must be ({n}, {D}) float32, got {_describe(obs)}")
+    if not np.isfinite(obs).all():
+        _fail(game, f"observe_side({side}) gave a non-finite observation")
+    if not isinstance(mask, np.ndarray) or mask.shape != (n, A) or mask.dtype != np.bool_:
+        _fail(game, f"observe_side({side}) masks must be ({n}, {A}) bool, got {_describe(mask)}")
+    if n and not mask.any(axis=1).all():
+        i = int(np.flatnonzero(~mask.any(axis=1))[0])
+        _fail(game, f"agent {agent[i]} of side {side} must act in env {env[i]} but has no legal action")
+    return batch
+
+
+def _team_actions(game, alive: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    actions = np.full(alive.shape, NO_ACTION, dtype=np.int64)
+    for s in (0, 1):
+        b = _check_side(game, s, alive)
+        actions[b.env, s, b.agent] = (rng.random(b.mask.shape) * b.mask).argmax(axis=1)
+    return actions
+
+
+def _check_alive(game) -> np.ndarray:
+    E, N = game.num_envs, game.team_size
+    alive = _call(game, "alive()", game.alive)
+    if not isinstance(alive, np.ndarray) or alive.shape != (E, 2, N) or alive.dtype != np.bool_:
+        _fail(game, f"alive() must be an ({E}, 2, {N}) bool array, got {_describe(alive)}")
+    if not alive.any(axis=(1, 2)).all():
+        _fail(game, f"no agent is alive in env {int(np.flatnonzero(~alive.any(axis=(1, 2)))[0])}")
+    return alive
+
+
+def _check_team_game(game, episodes: int, max_episode_steps: int, seed: int) -> None:
+    N = getattr(game, "team_size", None)
+    if isinstance(N, (bool, np.bool_)) or not isinstance(N, (int, np.integer)) or N < 1:
+        _fail(game, f"team_size must be a positive int, got {N!r}")
+    rng = np.random.default_rng(seed)
+    _call(game, "reset(seed)", game.reset, seed)
+    alive = _check_alive(game)
+    actions = _team_actions(game, alive, rng)
+    e, s, k = (int(i[0]) for i in np.nonzero(alive))
+    actions[e, s, k] = game.num_actions
+    try:
+        game.step_team(actions)
+    except ValueError:
+        pass
+    except Exception as exc:
+        _fail(game, f"step_team() with action {game.num_actions} (out of range) raised {type(exc).__name__}, "
+                    "not ValueError")
+    else:
+        _fail(game, f"step_team() accepted action {game.num_actions} (num_actions is {game.num_actions}); "
+                    "an illegal action must raise ValueError")
+    _call(game, "reset(seed)", game.reset, seed)
+    E = game.num_envs
+    finished = np.zeros(E, dtype=np.int64)
+    length = np.zeros(E, dtype=np.int64)
+    while finished.min() < episodes:
+        alive = _check_alive(game)
+        result = _call(game, "step_team()", game.step_team, _team_actions(game, alive, rng))
+        done, returns = getattr(result, "done", None), getattr(result, "returns", None)
+        if not isinstance(done, np.ndarray) or done.shape != (E,) or done.dtype != np.bool_:
+            _fail(game, f"step_team().done must be an ({E},) bool array, got {_describe(done)}")
+        if not isinstance(returns, np.ndarray) or returns.shape != (E, 2) or returns.dtype.kind != "f":
+            _fail(game, f"step_team().returns must be an ({E}, 2) float array, got {_describe(returns)}")
+        if not np.isfinite(returns).all():
+            _fail(game, "step_team().returns holds a non-finite value")
+        if returns[~done].any():
+            e = int(np.flatnonzero(~done & returns.any(axis=1))[0])
+            _fail(game, f"step_team().returns is non-zero in env {e}, whose episode did not end")
+        if done.any():
+            score = np.asarray(_call(game, "score()", game.score, returns[done]), dtype=np.float64)
+            if score.shape != (int(done.sum()),) or not ((score >= 0) & (score <= 1)).all():
+                _fail(game, f"score() of {int(done.sum())} finished episodes must be that many values in [0, 1], "
+                            f"got {_describe(score)}")
+        length += 1
+        if (length > max_episode_steps).any():
+            e = int(np.flatnonzero(length > max_episode_steps)[0])
+            _fail(game, f"an episode of env {e} did not end within {max_episode_steps} steps of random legal play")
+        finished += done
+        length[done] = 0
+    _call(game, "reset(seed)", game.reset, seed)
+
+
 def check_game(game: VectorGame, episodes: int = 2, max_episode_steps: int = 1000, seed: int = 0) -> None:
     """Play random legal actions until every environment of ``game`` finished ``episodes`` episodes,
     checking the protocol on every step (module docstring); ValueError on the first breach. Resets
     the game (with ``seed``) before and after."""
     _check_attributes(game)
+    if is_team_game(game):
+        _check_team_game(game, episodes, max_episode_steps, seed)
+        return
+    if getattr(game, "team_size", 1) != 1:
+        _fail(game, f"team_size is {game.team_size!r} but the game does not implement the team view "
+                    "(alive, observe_side, step_team, score); a game of two single agents has team_size 1")
     rng = np.random.default_rng(seed)
     lo = hi = None
     if hasattr(game, "utility_range"):
