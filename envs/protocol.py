@@ -149,19 +149,25 @@ def _random_actions(game, movers: np.ndarray, rng: np.random.Generator) -> np.nd
     return actions
 
 
-def _check_step(game, actions: np.ndarray, lo: float | None, hi: float | None):
+def _step_result(game, call: str, result) -> tuple[np.ndarray, np.ndarray]:
+    """``result``'s (done, returns), checked as every step's (two-player or team) must be: an (E,)
+    bool array, (E, 2) finite floats, zero where the episode did not end."""
     E = game.num_envs
-    result = _call(game, "step()", game.step, actions)
     done, returns = getattr(result, "done", None), getattr(result, "returns", None)
     if not isinstance(done, np.ndarray) or done.shape != (E,) or done.dtype != np.bool_:
-        _fail(game, f"step().done must be an ({E},) bool array, got {_describe(done)}")
+        _fail(game, f"{call}.done must be an ({E},) bool array, got {_describe(done)}")
     if not isinstance(returns, np.ndarray) or returns.shape != (E, 2) or returns.dtype.kind != "f":
-        _fail(game, f"step().returns must be an ({E}, 2) float array, got {_describe(returns)}")
+        _fail(game, f"{call}.returns must be an ({E}, 2) float array, got {_describe(returns)}")
     if not np.isfinite(returns).all():
-        _fail(game, "step().returns holds a non-finite value")
+        _fail(game, f"{call}.returns holds a non-finite value")
     if returns[~done].any():
-        _fail(game, f"step().returns is non-zero in env {int(np.flatnonzero(~done & returns.any(axis=1))[0])}, "
-                    "whose episode did not end")
+        e = int(np.flatnonzero(~done & returns.any(axis=1))[0])
+        _fail(game, f"{call}.returns is non-zero in env {e}, whose episode did not end")
+    return done, returns
+
+
+def _check_step(game, actions: np.ndarray, lo: float | None, hi: float | None):
+    done, returns = _step_result(game, "step()", _call(game, "step()", game.step, actions))
     total = returns[done].sum(axis=1)
     scale = max(1.0, float(np.abs(returns).max(initial=0.0)))
     if (np.abs(total) > 1e-6 * scale).any():
@@ -244,17 +250,8 @@ def _check_team_game(game, episodes: int, max_episode_steps: int, seed: int) -> 
     length = np.zeros(E, dtype=np.int64)
     while finished.min() < episodes:
         alive = _check_alive(game)
-        result = _call(game, "step_team()", game.step_team, _team_actions(game, alive, rng))
-        done, returns = getattr(result, "done", None), getattr(result, "returns", None)
-        if not isinstance(done, np.ndarray) or done.shape != (E,) or done.dtype != np.bool_:
-            _fail(game, f"step_team().done must be an ({E},) bool array, got {_describe(done)}")
-        if not isinstance(returns, np.ndarray) or returns.shape != (E, 2) or returns.dtype.kind != "f":
-            _fail(game, f"step_team().returns must be an ({E}, 2) float array, got {_describe(returns)}")
-        if not np.isfinite(returns).all():
-            _fail(game, "step_team().returns holds a non-finite value")
-        if returns[~done].any():
-            e = int(np.flatnonzero(~done & returns.any(axis=1))[0])
-            _fail(game, f"step_team().returns is non-zero in env {e}, whose episode did not end")
+        done, returns = _step_result(game, "step_team()",
+                                     _call(game, "step_team()", game.step_team, _team_actions(game, alive, rng)))
         if done.any():
             score = np.asarray(_call(game, "score()", game.score, returns[done]), dtype=np.float64)
             if score.shape != (int(done.sum()),) or not ((score >= 0) & (score <= 1)).all():
