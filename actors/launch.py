@@ -45,12 +45,9 @@ def parse_args(argv: list[str] | None):
     return parser.parse_args(argv)
 
 
-def config_argv(config: str | os.PathLike | Mapping[str, Any] | None = None,
-                overrides: Mapping[str, Any] | Iterable[str] = ()) -> list[str]:
-    """The launcher's command line for a config given as a YAML file's path, as a dict (what such a
-    file holds) or as None (``configs/kuhn_poker.yaml``), and overrides given as ``{"run.storage":
-    "runs/a"}`` or ``["run.storage=runs/a"]``. A dict's top-level sections become overrides on an
-    empty file, so a bad key is named exactly as it is in a file."""
+def override_texts(overrides: Mapping[str, Any] | Iterable[str] = ()) -> list[str]:
+    """The launcher's ``key=value`` arguments for overrides given as ``{"run.storage": "runs/a"}``
+    (each value written as YAML, so it keeps its type) or as ``["run.storage=runs/a"]``."""
     import yaml
 
     def text(value: Any) -> str:
@@ -58,22 +55,26 @@ def config_argv(config: str | os.PathLike | Mapping[str, Any] | None = None,
         return dumped[:-3].strip() if dumped.endswith("\n...") else dumped  # a scalar's end-of-document mark
 
     if isinstance(overrides, Mapping):
-        overrides = [f"{key}={text(value)}" for key, value in overrides.items()]
-    elif isinstance(overrides, str):
-        overrides = [overrides]
-    if isinstance(config, Mapping):
-        return ["--config", os.devnull, *(f"{key}={text(value)}" for key, value in config.items()), *overrides]
-    return [*(["--config", os.fspath(config)] if config is not None else []), *overrides]
+        return [f"{key}={text(value)}" for key, value in overrides.items()]
+    return [overrides] if isinstance(overrides, str) else list(overrides)
 
 
 def load(argv: list[str] | None):
-    """Config and game shape, all checked before Ray starts (``league.config``)."""
+    """Config and game shape of the launcher's command line, all checked before Ray starts."""
+    args = parse_args(argv)
+    return load_checked(args.config, args.overrides)
+
+
+def load_checked(config: str | os.PathLike | Mapping[str, Any] | None, overrides: Iterable[str] = ()):
+    """Config and game shape (``league.config``: ``load_config``, then ``check_runnable``), for a
+    config given as a YAML file's path, as a dict (what such a file holds) or as None
+    (``configs/kuhn_poker.yaml``). A user's game module imports from here or next to the file."""
     from league.config import check_runnable, load_config
 
-    args = parse_args(argv)
-    path = args.config or (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
-    cfg = load_config(path, args.overrides)
-    for folder in import_paths(args.config):  # a user's game module, here or next to the config
+    path = None if config is None or isinstance(config, Mapping) else os.fspath(config)
+    default = DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None
+    cfg = load_config(config if config is not None else default, overrides)
+    for folder in import_paths(path):
         if folder not in sys.path:
             sys.path.append(folder)
     return cfg, check_runnable(cfg)
@@ -217,9 +218,9 @@ class RaySession:
         self.targets: PrometheusTargets | None = None
         self.started_ray = False
         os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
-        if ray.is_initialized():
+        if ray.is_initialized():  # a Ray this process is connected to is used as it is
             pass
-        elif bool(os.environ.get("RAY_ADDRESS")) or cfg.ray.address is not None:
+        elif os.environ.get("RAY_ADDRESS") or cfg.ray.address is not None:
             ray.init(address=cfg.ray.address or os.environ.get("RAY_ADDRESS"), namespace=cfg.ray.namespace)
         else:
             reap_leftovers(cfg.run.storage)
@@ -362,7 +363,7 @@ class LeagueRun:
         ``config``: a YAML file's path, a dict (what such a file holds) or None
         (``configs/kuhn_poker.yaml``); ``overrides``: dotted keys, ``{"run.max_minutes": 2}`` or
         ``["run.max_minutes=2"]``. Pointing ``run.storage`` at an existing run resumes it."""
-        cfg, info = load(config_argv(config, overrides))
+        cfg, info = load_checked(config, override_texts(overrides))
         session = RaySession(cfg, None if config is None or isinstance(config, Mapping) else os.fspath(config))
         try:
             run = cls(cfg, info, session)

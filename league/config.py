@@ -10,13 +10,14 @@ code the config names (``check_runnable``).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import yaml
 
@@ -668,10 +669,13 @@ def _merge(base: dict, path: list[str], value: Any) -> None:
     node[path[-1]] = value
 
 
-def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] = ()) -> Config:
-    """Defaults, then the YAML file, then ``key=value`` overrides; validated."""
+def load_config(path: str | os.PathLike | Mapping[str, Any] | None = None, overrides: Iterable[str] = ()) -> Config:
+    """Defaults, then the YAML file (or a mapping of what such a file holds), then ``key=value``
+    overrides; validated."""
     data: dict[str, Any] = {}
-    if path is not None:
+    if isinstance(path, Mapping):
+        data = copy.deepcopy(dict(path))
+    elif path is not None:
         try:
             with open(path, encoding="utf-8") as f:
                 loaded = yaml.safe_load(f)

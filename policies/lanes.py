@@ -454,9 +454,7 @@ class Lanes:
         log.error("%s: %s %s raised %s: %s; dropping the %d running episodes of its lane and restarting them",
                   self.name, doing, lane.game.name, type(exc).__name__, exc, lane.game.num_envs,
                   exc_info=errors <= 3)
-        dropped = lane.episode
-        self.recorder.chunks = [tuple(part[keep] for part in chunk) for chunk in self.recorder.chunks
-                                if (keep := ~np.isin(chunk[0], dropped)).any()]
+        self.recorder.drop(lane.episode)
         try:
             lane.game.reset()
         except Exception as exc2:

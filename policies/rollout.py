@@ -204,6 +204,11 @@ class EpisodeRecorder:
         if len(episode):
             self.chunks.append((np.asarray(episode, dtype=np.int64), obs, mask, actions, logp, values))
 
+    def drop(self, episodes) -> None:
+        """Forget the decisions of running ``episodes`` (they will never finish)."""
+        self.chunks = [tuple(part[keep] for part in chunk) for chunk in self.chunks
+                       if (keep := ~np.isin(chunk[0], episodes)).any()]
+
     def finish(self, episodes, returns, decisions) -> None:
         """Episodes that ended, the focal side's return and its number of decisions in each."""
         for e, r in zip(np.asarray(episodes).tolist(), np.asarray(returns).tolist()):
