@@ -81,7 +81,7 @@ class AnchorJudgeImpl:
                 if self._stop.is_set():  # a stop waits for one anchor's games at most
                     return out
                 start = time.perf_counter()
-                res = score_against(cfg.game.name, cfg.game.params, models, weights, anchor, games,
+                res = score_against(cfg.game.name, cfg.game.kwargs, models, weights, anchor, games,
                                     seed=self.seed + 1000 * self.judged + j)
                 data = {"anchor": anchor, "subject": subject, "agents": ids, "ci95": res["ci95"],
                         "games": res["games"], "pool_version": pool_version,

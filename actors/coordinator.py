@@ -74,7 +74,7 @@ class LeagueCoordinatorImpl:
         game = self.store.get_meta("game")
         if game is None:
             self.store.set_meta("game", cfg.game.name)
-            self.store.set_meta("game_params", cfg.game.params)
+            self.store.set_meta("game_params", cfg.game.kwargs)
             self.store.set_meta("config", cfg.to_dict())
         elif game != cfg.game.name:
             raise ValueError(f"storage {cfg.run.storage} holds a {game} league, not {cfg.game.name}")

@@ -38,7 +38,7 @@ class EvaluatorImpl:
         self.coordinator = coordinator
         self.rng = generator(cfg.run.seed, "evaluator", evaluator_id)
         self.game = make_game(cfg.game.name, max(2, cfg.evaluator.games_per_pair),
-                              seed=seed_int(cfg.run.seed, "evaluator", evaluator_id, "game"), **cfg.game.params)
+                              seed=seed_int(cfg.run.seed, "evaluator", evaluator_id, "game"), **cfg.game.kwargs)
         self.lo, self.hi = utility_range(self.game)
         self.exact = cfg.evaluator.exact and self.game.supports_exact
         # the one evaluator the config names measures the Nash mixture's exploitability

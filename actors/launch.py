@@ -593,13 +593,14 @@ def quality_text(status: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from league.config import ConfigError
-    from serve.api import ApiUnavailable
 
     try:
         cfg, info = load(argv)
     except ConfigError as exc:
         print(f"nash-league: config error: {exc}", file=sys.stderr)
         return 2
+    from serve.api import ApiUnavailable  # after the checks: a bad config is one line without torch or Ray
+
     try:
         session = RaySession(cfg, parse_args(argv).config)
     except StorageInUse as exc:

@@ -37,7 +37,6 @@ from policies.snapshot import (learner_magnet_from_bytes, learner_state_from_byt
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_EVERY_SECONDS = 30.0
 OBJECTIVE_RECORD_SECONDS = 10.0  # how often a learner's novelty and reward gap go to the store (the report)
 
 
@@ -197,7 +196,7 @@ class LearnerImpl:
         decision = ray.get(self.coordinator.learner_progress.remote(self.learner_id, self.version, self.step))
         if decision.snapshot:
             self._snapshot()
-        if time.time() - self._last_checkpoint > CHECKPOINT_EVERY_SECONDS:
+        if time.time() - self._last_checkpoint > self.cfg.learner.checkpoint_every_seconds:
             self._checkpoint()
 
     def _objective(self, data: Rollout, parts: list[EpisodeGroups]) -> Rollout:

@@ -56,7 +56,7 @@ class ProberImpl:
         out = probe(self.cfg.game.name, models, nash.weights,
                     ProbeConfig(steps=ev.probe_steps, eval_episodes=ev.probe_eval_episodes,
                                 num_envs=ev.probe_num_envs, seed=self.seed + self.probes),
-                    params=self.cfg.game.params)
+                    params=self.cfg.game.kwargs)
         self.probes += 1
         data = {"ci95": out["ci95"], "steps": out["steps"], "episodes": out["episodes"], "seconds": out["seconds"],
                 "pool_version": nash.pool_version, "support": len(nash.ids),

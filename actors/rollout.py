@@ -60,7 +60,7 @@ class RolloutWorkerImpl:
         n_lanes = cfg.rollout.lanes if served else 1
         self.per_lane = max(1, cfg.rollout.envs_per_worker // n_lanes)
         games = [make_game(cfg.game.name, self.per_lane, seed=seed_int(cfg.run.seed, "worker", worker_id, "lane", i),
-                           **cfg.game.params) for i in range(n_lanes)]
+                           **cfg.game.kwargs) for i in range(n_lanes)]
         if opponents is None and served:
             from serve.opponents import ServedOpponents
 
@@ -132,7 +132,7 @@ class RolloutWorkerImpl:
 
     def _rebuild(self, errors: int):
         seed = seed_int(self.cfg.run.seed, "worker", self.worker_id, "rebuild", errors)
-        return make_game(self.cfg.game.name, self.per_lane, seed=seed, **self.cfg.game.params)
+        return make_game(self.cfg.game.name, self.per_lane, seed=seed, **self.cfg.game.kwargs)
 
     def stop(self) -> None:
         self._stop.set()

@@ -67,7 +67,7 @@ def seed_pool(storage: str) -> list[str]:
     blob = policy_to_bytes(ActorCritic(PolicySpec(obs_size=11, num_actions=2, hidden=(8,))))
     with LeagueStore(storage) as store:
         store.set_meta("game", cfg.game.name)
-        store.set_meta("game_params", cfg.game.params)
+        store.set_meta("game_params", cfg.game.kwargs)
         store.set_meta("config", cfg.to_dict())
         league = League(cfg, store)
         for i in range(POOL):

@@ -229,8 +229,8 @@ def check_configs(game: str, extra: Sequence[str]) -> tuple[str, dict, bool]:
                          "published): "
                          "nothing to compare; give the league side roles with --set, e.g. "
                          "--set roles.league_exploiter.count=1 (the self-play side keeps none)")
-    info = game_info(cfg.game.name, **cfg.game.params)
-    return cfg.game.name, dict(cfg.game.params), bool(info.supports_exact)
+    info = game_info(cfg.game.name, **cfg.game.kwargs)
+    return cfg.game.name, dict(cfg.game.kwargs), bool(info.supports_exact)
 
 
 def launch(game: str, overrides: list[str]) -> float:

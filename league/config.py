@@ -42,6 +42,16 @@ WEIGHTING = ("hard", "squared", "variance", "linear", "linear_capped")
 class GameConfig:
     name: str = "kuhn_poker"
     params: dict[str, Any] = field(default_factory=dict)
+    # how a team game's agents form its two sides (envs.teams, docs/teams.md); only
+    # "pettingzoo-parallel:..." games take it
+    teams: dict[str, Any] | None = None
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """What ``envs.make_game(name, E, seed, **kwargs)`` takes: the params, and the teams of a
+        team game. The store keeps it as the run's ``game_params``, so that everything rebuilding
+        the game from a store (the report, export, the probe) builds this very game."""
+        return {**self.params, "teams": self.teams} if self.teams is not None else dict(self.params)
 
 
 @dataclass
@@ -277,9 +287,13 @@ class LearnerConfig:
     resources: dict[str, float] = field(default_factory=dict)
     scheduling: str = "default"  # or "spread": across the cluster's nodes
     device: str = "auto"  # auto: CUDA when Ray gave the actor a GPU; cpu; cuda; cuda:N
+    # a learner's parameters and optimizer go to the store this often, and after each snapshot: at
+    # most this much of its learning is lost when it dies
+    checkpoint_every_seconds: float = 30.0
 
     def validate(self) -> None:
         _validate_placement("learner", self.num_cpus, self.num_gpus, self.resources, self.scheduling)
+        _positive("learner.checkpoint_every_seconds", self.checkpoint_every_seconds)
         base, _, index = self.device.partition(":")
         if base not in DEVICES or (index and (base != "cuda" or not index.isdigit())):
             raise ConfigError("learner.device", f"must be auto, cpu, cuda or cuda:N, got {self.device!r}")
@@ -705,24 +719,34 @@ def check_runnable(cfg: Config):
     from envs import game_info, is_matrix_game, is_user_game, make_game
     from envs.custom import is_custom_game
     from envs.protocol import check_game
+    from envs.teams import TeamError, is_parallel_game
 
     name = cfg.game.name
-    if not is_matrix_game(name) and not name.startswith("pettingzoo:") and not is_custom_game(name):
+    if (not is_matrix_game(name) and not name.startswith("pettingzoo:") and not is_custom_game(name)
+            and not is_parallel_game(name)):
         import pyspiel
 
         if name.split("(")[0] not in pyspiel.registered_names():
             raise ConfigError("game.name", f"unknown game {name!r} (e.g. kuhn_poker, leduc_poker, "
                                            "connect_four, tic_tac_toe, biased_rps, rps)")
     try:
-        info = game_info(name, **cfg.game.params)
+        info = game_info(name, **cfg.game.kwargs)
         if is_user_game(name):  # a game the user brought keeps the protocol, or nothing starts
-            game = make_game(name, 4, seed=cfg.run.seed, **cfg.game.params)
+            game = make_game(name, 4, seed=cfg.run.seed, **cfg.game.kwargs)
             try:
                 check_game(game, seed=cfg.run.seed)
             except ValueError as exc:
                 raise ValueError(f"game {name!r}: {exc}") from None
+    except TeamError as exc:  # a bad game.teams value, or a game whose agents do not fit it
+        raise ConfigError(exc.key, str(exc).split(": ", 1)[1].splitlines()[0]) from None
     except (ValueError, TypeError) as exc:
         raise ConfigError("game.name", str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    if info.team_size > 1:
+        for role in ("main_agent", "main_exploiter", "league_exploiter"):
+            objective = getattr(cfg.roles, role).objective
+            if objective.k_opponents > 1 or objective.shaper is not None:
+                raise ConfigError(f"roles.{role}.objective", "grouped objectives (k_opponents > 1, a shaper) are "
+                                                             "for games of one agent a side, not team games")
     if cfg.evaluator.publish == "least_exploitable" and not info.supports_exact:
         raise ConfigError("evaluator.publish", f"least_exploitable needs a game with exact evaluation (Kuhn, Leduc, "
                                                f"matrix games); {name} has none: use nash")
@@ -753,7 +777,7 @@ def check_runnable(cfg: Config):
 
         for i, anchor in enumerate(cfg.anchors):
             try:
-                check_anchor(anchor, name, cfg.game.params)
+                check_anchor(anchor, name, cfg.game.kwargs)
             except ValueError as exc:
                 raise ConfigError(f"anchors[{i}]", str(exc).splitlines()[0]) from None
     return info

@@ -16,6 +16,11 @@ complete when its k episodes finished; only then are its games counted and its e
 transitions handed on, so no group goes out in part. Without a multi-opponent objective k = 1:
 every episode is a group of its own, played by the version it started with.
 
+In a team game (``envs.teams``) a side is a team of agents that share its policy: the learner's
+side's acting agents are all rows of the learner's decisions, each agent's decisions its own
+trajectory (``EpisodeRecorder``), and the opponent's agents all go out in the lane's one request.
+A two-player game is a game of teams of one, on this same path.
+
 ``Lanes.step`` plays one vector step of every lane. The worker (actors/rollout.py) adds what needs
 Ray: the plan's long poll, the learner's weights, and sending what ``Lanes`` hands out (a
 ``ResultBatch`` of the complete groups' games, their transitions as a ``Rollout`` and, for
@@ -32,7 +37,7 @@ import numpy as np
 
 from envs.base import VectorGame
 from league.messages import EpisodeGroups, MatchAssignments, ResultBatch, ResultColumns
-from policies.rollout import Decisions, EpisodeRecorder, Rollout, TwoSeatPlay
+from policies.rollout import Decisions, EpisodeRecorder, Rollout, TwoSeatPlay, count_decisions
 
 log = logging.getLogger(__name__)
 
@@ -275,6 +280,7 @@ class Lanes:
         self.k, self.matches, self.opponents, self.live_policy = k, matches, opponents, live_policy
         self.rng, self.rebuild, self.name = rng, rebuild, name
         self.num_actions, self.obs_size = games[0].num_actions, games[0].obs_size
+        self.team_size = games[0].team_size
         self.version = -1
         self.held: dict[int, Any] = {}  # learner version -> policy, while a group plays it
         self.counts = {"env_steps": 0, "episodes": 0, "game_errors": 0}  # since the worker started
@@ -289,7 +295,7 @@ class Lanes:
         if self.version not in self.held:
             raise RuntimeError("no learner policy yet: set_learner() first")
         self.groups = Groups(self.k, first_group_id, self.matches)
-        self.recorder = EpisodeRecorder()
+        self.recorder = EpisodeRecorder(self.team_size)
         self.results = ResultColumns()
         self.completed: list[CompletedGroups] = []  # complete groups whose transitions are in the recorder
         self.action_counts = np.zeros(self.num_actions)
@@ -378,9 +384,9 @@ class Lanes:
         if len(learner):
             a, logp, v = self._learner_act(lane, learner)
             lane.learner_actions = a
-            self.recorder.add(lane.episode[learner.rows], learner.obs, learner.mask, a, logp, v)
+            self.recorder.add(lane.episode[learner.rows], learner.obs, learner.mask, a, logp, v, learner.agents)
             self.action_counts += np.bincount(a, minlength=self.num_actions)
-            lane.decisions[learner.rows] += 1
+            count_decisions(lane.decisions, learner.rows, self.team_size)
         lane.others_actions = np.zeros(len(others), dtype=np.int64)
         lane.prepared = True
         lane.pending = None

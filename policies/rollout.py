@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from envs.base import NO_ACTION, VectorGame, outcome_from_returns, score_from_returns, utility_range
+from envs.base import NO_ACTION, VectorGame, outcome_from_returns
 from policies.net import sample_rows, stacked_act
 
 _DTYPES = {
@@ -108,13 +108,19 @@ class Rollout:
 
 @dataclass
 class Decisions:
-    """The decisions one side owes on one vector step: environment rows, the
-    seat each row acts in, and that seat's observations and legal masks."""
+    """The decisions one side owes on one vector step, one row per acting agent: its
+    environment, the seat (side) it acts in, its index in that side's team (0 in a
+    two-player game), and its observation and legal mask."""
 
     rows: np.ndarray
     seats: np.ndarray
     obs: np.ndarray
     mask: np.ndarray
+    agents: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.agents is None:
+            self.agents = np.zeros(len(self.rows), dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -123,8 +129,13 @@ class Decisions:
 @dataclass
 class Finished:
     """Episodes that ended on a step: their environments, and the focal side's
-    return, score in [0, 1] (returns rescaled over the game's range) and outcome
-    (1 win, 0.5 draw, 0 loss)."""
+    return, score in [0, 1] (the game's ``score``: a two-player game's return
+    rescaled over its range) and outcome (1 win, 0.5 draw, 0 loss).
+
+    The return is half the difference of the two sides' returns: in a zero-sum
+    game that is the focal side's own return, and in a team game, whose sides'
+    scores need not be zero-sum (survivors, summed rewards), it is the margin
+    by which the focal side won, which is what a learner maximises."""
 
     rows: np.ndarray
     returns: np.ndarray
@@ -138,27 +149,39 @@ class Finished:
 class TwoSeatPlay:
     """A ``VectorGame`` played by two sides: the focal side in seat ``seat[e]``
     of environment ``e``, the other side in the other seat. The caller owns
-    ``seat`` and may redraw it for environments whose episode ended."""
+    ``seat`` and may redraw it for environments whose episode ended.
+
+    It plays through the game's team view (``alive``, ``observe_side``,
+    ``step_team``), so a side may be a team of ``team_size`` agents sharing the
+    side's policy; a two-player game is two teams of one, whose team view is
+    its own ``movers``/``observe``/``step``."""
 
     def __init__(self, game: VectorGame, seat: np.ndarray):
         self.game = game
         self.seat = np.asarray(seat, dtype=np.int64)
-        self.lo, self.hi = utility_range(game)
+        self.team_size = int(game.team_size)
         self._empty = Decisions(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
                                 np.zeros((0, game.obs_size), dtype=np.float32),
-                                np.zeros((0, game.num_actions), dtype=bool))
+                                np.zeros((0, game.num_actions), dtype=bool), np.zeros(0, dtype=np.int64))
 
     def decisions(self) -> tuple[Decisions, Decisions]:
         """(focal, other): every decision of the next step, both seats in one block per side."""
-        movers = self.game.movers()
         focal, other = [], []
         for s in (0, 1):
-            acting = movers[:, s]
-            for rows, out in ((np.flatnonzero(acting & (self.seat == s)), focal),
-                              (np.flatnonzero(acting & (self.seat != s)), other)):
-                if rows.size:
-                    obs, mask = self.game.observe(s, rows)
-                    out.append(Decisions(rows, np.full(rows.size, s, dtype=np.int64), obs, mask))
+            side = self.game.observe_side(s)
+            if not len(side.env):
+                continue
+            mine = self.seat[side.env] == s
+            seats = np.full(side.env.size, s, dtype=np.int64)
+            if mine.all():
+                focal.append(Decisions(side.env, seats, side.obs, side.mask, side.agent))
+            elif not mine.any():
+                other.append(Decisions(side.env, seats, side.obs, side.mask, side.agent))
+            else:
+                for keep, out in ((mine, focal), (~mine, other)):
+                    if keep.any():
+                        out.append(Decisions(side.env[keep], seats[keep], side.obs[keep], side.mask[keep],
+                                             side.agent[keep]))
         return self._stack(focal), self._stack(other)
 
     def _stack(self, parts: list[Decisions]) -> Decisions:
@@ -166,52 +189,81 @@ class TwoSeatPlay:
             return self._empty
         if len(parts) == 1:
             return parts[0]
-        return Decisions(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("rows", "seats", "obs", "mask")))
+        return Decisions(*(np.concatenate([getattr(p, f) for p in parts])
+                           for f in ("rows", "seats", "obs", "mask", "agents")))
 
     def step(self, focal: Decisions, focal_actions: np.ndarray, other: Decisions,
              other_actions: np.ndarray) -> Finished:
         """Apply both sides' actions; the episodes that ended, seen from the focal side."""
-        actions = np.full((self.game.num_envs, 2), NO_ACTION, dtype=np.int64)
-        actions[focal.rows, focal.seats] = focal_actions
-        actions[other.rows, other.seats] = other_actions
-        result = self.game.step(actions)
+        actions = np.full((self.game.num_envs, 2, self.team_size), NO_ACTION, dtype=np.int64)
+        actions[focal.rows, focal.seats, focal.agents] = focal_actions
+        actions[other.rows, other.seats, other.agents] = other_actions
+        result = self.game.step_team(actions)
         rows = np.flatnonzero(result.done)
         returns = result.returns[rows]
         seat0 = self.seat[rows] == 0
-        # scores are seat 0's rescaled return, and 1 minus that for seat 1, so a game's two
-        # scores sum to 1 (also in constant-sum games and under an asymmetric payoff range)
-        s0, o0 = score_from_returns(returns, self.lo, self.hi), outcome_from_returns(returns)
-        return Finished(rows, np.where(seat0, returns[:, 0], returns[:, 1]), np.where(seat0, s0, 1.0 - s0),
+        # scores are seat 0's score, and 1 minus that for seat 1, so a game's two scores sum to 1
+        # (also in constant-sum games and under an asymmetric payoff range)
+        s0, o0 = self.game.score(returns), outcome_from_returns(returns)
+        margin = 0.5 * (returns[:, 0] - returns[:, 1])
+        return Finished(rows, np.where(seat0, margin, -margin), np.where(seat0, s0, 1.0 - s0),
                         np.where(seat0, o0, 1.0 - o0))
+
+
+def count_decisions(counts: np.ndarray, rows: np.ndarray, team_size: int) -> None:
+    """Add one to ``counts[e]`` per row of environment ``e`` (a team has several per env)."""
+    if team_size == 1:  # one row per env at most
+        counts[rows] += 1
+    else:
+        counts += np.bincount(rows, minlength=len(counts))
 
 
 class EpisodeRecorder:
     """The focal side's decisions of running episodes; hands out finished ones.
 
-    Decisions arrive step by step with their episode id; ``finish`` marks an
+    Decisions arrive step by step with their episode id (and, in a team game of
+    ``team_size`` agents a side, the acting agent's index); ``finish`` marks an
     episode done with the focal side's return; ``take`` returns the decisions
     of finished episodes as a :class:`Rollout`, episodes in the order they
     finished, decisions in time order, the return as the reward of each
     episode's last decision, and keeps the decisions of running episodes.
+
+    Each agent of a team has its own trajectory (``episode * team_size +
+    agent``): one episode of a team game is up to ``team_size`` trajectories
+    in the rollout, one after the other, each ending with the team's return.
+    An agent that died early has a short one; one that never acted has none.
     """
 
-    def __init__(self):
+    def __init__(self, team_size: int = 1):
+        self.team_size = int(team_size)
         self.chunks: list[tuple[np.ndarray, ...]] = []
-        self.returns: dict[int, float] = {}  # finished episode -> return, in finishing order
+        self.returns: dict[int, float] = {}  # finished trajectory -> return, in finishing order
         self.steps = 0  # decisions in finished episodes not yet taken
 
-    def add(self, episode, obs, mask, actions, logp, values) -> None:
+    def _keys(self, episodes) -> np.ndarray:
+        """Every trajectory of ``episodes``, agent by agent within each."""
+        episodes = np.asarray(episodes, dtype=np.int64).reshape(-1)
+        N = self.team_size
+        return episodes if N == 1 else (episodes[:, None] * N + np.arange(N)).reshape(-1)
+
+    def add(self, episode, obs, mask, actions, logp, values, agents=None) -> None:
         if len(episode):
-            self.chunks.append((np.asarray(episode, dtype=np.int64), obs, mask, actions, logp, values))
+            key = np.asarray(episode, dtype=np.int64)
+            if self.team_size > 1:
+                key = key * self.team_size + np.asarray(agents, dtype=np.int64)
+            self.chunks.append((key, obs, mask, actions, logp, values))
 
     def drop(self, episodes) -> None:
         """Forget the decisions of running ``episodes`` (they will never finish)."""
+        keys = self._keys(episodes)
         self.chunks = [tuple(part[keep] for part in chunk) for chunk in self.chunks
-                       if (keep := ~np.isin(chunk[0], episodes)).any()]
+                       if (keep := ~np.isin(chunk[0], keys)).any()]
 
     def finish(self, episodes, returns, decisions) -> None:
-        """Episodes that ended, the focal side's return and its number of decisions in each."""
-        for e, r in zip(np.asarray(episodes).tolist(), np.asarray(returns).tolist()):
+        """Episodes that ended, the focal side's return and its number of decisions in each (all
+        its agents' together)."""
+        returns = np.asarray(returns, dtype=np.float64).reshape(-1)
+        for e, r in zip(self._keys(episodes).tolist(), np.repeat(returns, self.team_size).tolist()):
             self.returns[e] = r
         self.steps += int(np.sum(decisions))
 
@@ -326,7 +378,7 @@ def collect_rollout(
     next_episode = E
     recording = np.ones(E, dtype=bool)  # the running episode will be recorded
     decisions = np.zeros(E, dtype=np.int64)  # recorded learner decisions of the running episode
-    recorder = EpisodeRecorder()
+    recorder = EpisodeRecorder(game.team_size)
     outcomes: list[np.ndarray] = []
     recorded_steps = 0
     target_reached = False
@@ -337,8 +389,9 @@ def collect_rollout(
         if len(mine):
             a, logp, v = model.act(mine.obs, mine.mask, generator=rng, deterministic=deterministic)
             keep = recording[mine.rows]
-            recorder.add(episode[mine.rows][keep], mine.obs[keep], mine.mask[keep], a[keep], logp[keep], v[keep])
-            decisions[mine.rows[keep]] += 1
+            recorder.add(episode[mine.rows][keep], mine.obs[keep], mine.mask[keep], a[keep], logp[keep], v[keep],
+                         mine.agents[keep])
+            count_decisions(decisions, mine.rows[keep], game.team_size)
         b = np.zeros(0, dtype=np.int64)
         if len(theirs):
             b = opponent_fn(theirs.obs, theirs.mask, theirs.rows) if per_episode else opponent_fn(theirs.obs, theirs.mask)

@@ -344,7 +344,7 @@ def start_api(cfg, obs_size: int, num_actions: int) -> list:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     args = (cfg.serve.host, cfg.serve.port, cfg.ray.coordinator_name, cfg.ray.namespace, cfg.game.name, obs_size,
-            num_actions, cfg.game.params, cfg.serve.play_sessions, cfg.serve.play_ttl_s, cfg.snapshots.cache_size)
+            num_actions, cfg.game.kwargs, cfg.serve.play_sessions, cfg.serve.play_ttl_s, cfg.snapshots.cache_size)
     # no CPU reserved, like Serve's proxy: a head started with num-cpus 0 (common on KubeRay) still hosts it
     options = {"num_cpus": 0, "namespace": cfg.ray.namespace}
     if cfg.serve.proxy_location == "HeadOnly":

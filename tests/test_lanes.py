@@ -90,17 +90,18 @@ class Harness:
     """A worker's lanes on Kuhn poker: the learner's policies by version, the plan's snapshots as
     frozen opponents in process, the learner's newest policy as its live self."""
 
-    def __init__(self, k: int, keep_groups: bool, envs: int = 24, lanes: int = 2):
+    def __init__(self, k: int, keep_groups: bool, envs: int = 24, lanes: int = 2, game: str = "kuhn_poker",
+                 **kwargs):
         torch.manual_seed(0)
-        game = make_game("kuhn_poker", 1)
-        spec = PolicySpec(game.obs_size, game.num_actions, (16,))
+        one = make_game(game, 1, **kwargs)
+        spec = PolicySpec(one.obs_size, one.num_actions, (16,))
         self.policies = {v: ActorCritic(spec) for v in (1, 2)}
         snapshots = {a: policy_to_bytes(ActorCritic(spec)) for a in SNAPSHOTS}
-        opponents = InProcessOpponents(snapshots.__getitem__, capacity=8, seed=0)
-        games = [make_game("kuhn_poker", envs // lanes, seed=i) for i in range(lanes)]
+        self.opponents = InProcessOpponents(snapshots.__getitem__, capacity=8, seed=0)
+        games = [make_game(game, envs // lanes, seed=i, **kwargs) for i in range(lanes)]
         self.live_asked: list[str] = []
-        self.lanes = Lanes(games, k, MatchQueue(sampler(3).draw, batch=32), opponents, self.live_policy,
-                           np.random.default_rng(4), lambda n: make_game("kuhn_poker", envs // lanes, seed=100 + n),
+        self.lanes = Lanes(games, k, MatchQueue(sampler(3).draw, batch=32), self.opponents, self.live_policy,
+                           np.random.default_rng(4), lambda n: make_game(game, envs // lanes, seed=100 + n, **kwargs),
                            keep_groups=keep_groups)
         self.lanes.set_learner(1, self.policies[1])
         self.lanes.start(first_group_id=1000)
@@ -171,3 +172,45 @@ def test_plain_lanes_report_every_finished_episode_and_its_transitions():
     assert batch.action_counts[LEARNER].sum() == decisions
     scores = batch.score.sum() / len(batch)
     assert 0.0 <= scores <= 1.0
+
+
+BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
+
+
+def test_team_lanes_give_each_agent_its_own_trajectory_and_each_game_one_result():
+    """MAgent2 battle, two agents a side: every acting agent of the learner's side is a row of the
+    learner's decisions and has a trajectory of its own, ending with its team's margin; the
+    opponent's agents of a lane go out in one request; each game is one result."""
+    pytest.importorskip("magent2")
+    h = Harness(k=1, keep_groups=False, envs=6, lanes=2, game=BATTLE, teams={"prefix": ["red_", "blue_"],
+                "score": "survivors", "max_cycles": 12}, map_size=12)
+    lanes = h.lanes
+    assert lanes.team_size == 2
+    submitted, rows_per_env, decisions = [], [], 0
+    submit = h.opponents.submit
+    h.opponents.submit = lambda ids, codes, obs, mask: submitted.append(len(obs)) or submit(ids, codes, obs, mask)
+    for _ in range(40):
+        lanes.step()
+        for lane in lanes.lanes:
+            decisions += len(lane.learner)
+            if len(lane.learner):
+                rows_per_env.append(np.bincount(lane.learner.rows).max())
+    lanes.finish_prepared()
+    assert max(rows_per_env) == 2  # both agents of the learner's side decide in one env on one step
+    running = sum(int(lane.decisions.sum()) for lane in lanes.lanes)
+    rollout = lanes.recorder.take()
+    batch = lanes.take_batch("worker:x", 1, LEARNER)
+    episodes = lanes.counts["episodes"]
+    assert len(batch) == episodes >= 6 * 3 and lanes.counts["env_steps"] == 40 * 6
+    assert len(rollout) == decisions - running  # every agent's decision of a finished episode, once
+    # two trajectories per finished episode (no agent of this map dies before acting), each ending in
+    # the same reward as its teammate's: the team's margin of survivors, halved
+    assert rollout.num_episodes == 2 * episodes
+    ends = rollout.rewards[rollout.dones]
+    np.testing.assert_array_equal(ends[0::2], ends[1::2])
+    assert set(np.unique(ends * 2).tolist()) <= {-2.0, -1.0, 0.0, 1.0, 2.0}
+    # a game's score is 1, 0.5 or 0 (more survivors, as many, fewer): per pair, halves summed
+    np.testing.assert_array_equal(batch.score * 2, np.round(batch.score * 2))
+    assert 0 <= batch.score.sum() <= len(batch)
+    # frozen opponents' rows went out in at most one request per lane per step, several agents each
+    assert 0 < len(submitted) <= 40 * 2 and max(submitted) > 3

@@ -58,7 +58,7 @@ def run_until(cmd: list[str], seen, seconds: float = 240, cwd=ROOT):
 
 PORT = 8129
 PROBE = ["evaluator.probe_every_seconds=5", "evaluator.probe_steps=20000", "evaluator.probe_eval_episodes=5000",
-         "run.progress_every_seconds=2"]
+         "run.progress_every_seconds=2", "learner.checkpoint_every_seconds=5"]
 
 
 def assert_probe_shown(status: dict, nash: dict, storage) -> None:
@@ -151,7 +151,7 @@ def test_a_sigkilled_launcher_resumes_exactly_and_ctrl_c_stops_it_cleanly(tmp_pa
         assert len(err) == 1 and err[0].startswith(f"nash-league: storage {tmp_path} is in use by another launcher"), err
         assert f"pid {proc.pid}" in err[0] and "Started a local Ray" not in second.stdout + second.stderr
         deadline = time.time() + 120
-        while time.time() < deadline:  # every learner has checkpointed (every 30 s, and after each snapshot)
+        while time.time() < deadline:  # every learner has checkpointed (every 5 s here, and after each snapshot)
             with LeagueStore(tmp_path, create=False) as store:
                 if len(checkpoint_versions(store)) == 3 and min(checkpoint_versions(store).values()) > 0:
                     break

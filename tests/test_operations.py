@@ -141,8 +141,9 @@ def test_a_long_runs_operations_backup_compaction_full_disk_and_resume_elsewhere
     disk, restored = tmp_path / "disk", tmp_path / "restored"
     cannot_mount = _mount_tmpfs(disk, "48m")
     run = (tmp_path if cannot_mount else disk) / "run"
-    # retention every 20 s: compaction runs in the league, beside the full disk, and the count below spans it
-    proc = _launch(run, "run.max_minutes=5", "run.progress_every_seconds=2", "league.compact_every_seconds=20")
+    # retention every 5 s: compaction runs in the league, beside the full disk, and the count below spans it
+    proc = _launch(run, "run.max_minutes=5", "run.progress_every_seconds=2", "league.compact_every_seconds=5",
+                   "league.payoff_checkpoint_seconds=2")
     lines: list[str] = []
     try:
         _wait_for_progress(proc, lines)
@@ -152,7 +153,7 @@ def test_a_long_runs_operations_backup_compaction_full_disk_and_resume_elsewhere
                 if store.get_meta("compacted_batches", 0) > 0:
                     break
             time.sleep(1)
-        time.sleep(8)  # batches since, under a payoff checkpoint: what compaction of the copy removes
+        time.sleep(4)  # batches since, under a payoff checkpoint: what compaction of the copy removes
         out = subprocess.run([sys.executable, "-m", "league.backup", "--storage", str(run), "--out", str(restored)],
                              cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
