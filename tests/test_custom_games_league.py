@@ -172,12 +172,12 @@ def user_ray(request, tmp_path_factory):
             os.environ["PYTHONPATH"] = before
 
 
-def run_league(storage, game: str, *overrides, until, timeout=120.0):
+def run_league(storage, game: str, *overrides, until, timeout=120.0, config="configs/smoke.yaml"):
     """A small league on ``game`` in this process's Ray until ``until(status)``; stopped, killed,
     and the last status returned."""
     from actors.launch import LeagueRun, load
 
-    cfg, info = load(["--config", "configs/smoke.yaml", f"game.name={game}", f"run.storage={storage}",
+    cfg, info = load(["--config", config, f"game.name={game}", f"run.storage={storage}",
                       "serve.api=false", "rollout.opponent_inference=inprocess", "evaluator.probe_every_seconds=0",
                       "evaluator.exact=false", "evaluator.games_per_pair=16", "rollout.envs_per_worker=16",
                       "roles.league_exploiter.count=0", *overrides])
@@ -225,3 +225,47 @@ def test_pettingzoo_classic_leagues(user_ray, tmp_path, game, params):
         nash = store.latest_nash()
         assert nash is not None and abs(sum(nash["weights"]) - 1.0) < 1e-6
         assert store.get_meta("game") == game
+
+
+BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
+
+
+def test_a_team_game_league_serves_its_squads_through_serve_and_nash_act(user_ray, tmp_path):
+    """MAgent2 battle, 6 agents a side, by config alone (configs/battle.yaml at a small map): frozen
+    team opponents go through the Serve deployment, snapshots enter the pool and the Nash, every
+    acknowledged game is stored once, and ``/nash/act`` drives a whole squad in one call (one
+    episode id: one Nash member plays all its agents)."""
+    pytest.importorskip("magent2")
+    from envs import make_game
+
+    teams = {"prefix": ["red_", "blue_"], "score": "survivors", "max_cycles": 30}
+    squad = make_game(BATTLE, 1, seed=3, teams=teams, map_size=16).observe_side(0)
+    assert len(squad.env) == 6
+    port = 8137
+    answer = {}
+
+    def until(status):
+        if status["pool_size"] >= 2 and status["nash_support"] >= 1 and status["games"] >= 200 and not answer:
+            r = requests.post(f"http://127.0.0.1:{port}/nash/act", timeout=30, json={
+                "observations": squad.obs.tolist(), "legal_masks": squad.mask.astype(int).tolist(),
+                "episode_ids": [7] * len(squad.env), "seed": 1})
+            answer.update(r.json(), status=r.status_code)
+        return bool(answer)
+
+    status, final, stats = run_league(
+        tmp_path, BATTLE, "game.params={map_size: 16}",
+        "game.teams={prefix: [red_, blue_], score: survivors, max_cycles: 30}", "policy.hidden=[32, 32]",
+        "rollout.envs_per_worker=4", "rollout.steps_per_batch=1024", "ppo.minibatch_size=256",
+        "roles.main_agent.snapshot_every_steps=2000", "roles.main_exploiter.snapshot_every_steps=2000",
+        "roles.main_exploiter.min_steps_before_snapshot=1000", "anchors=[]", "serve.api=true",
+        f"serve.port={port}", "rollout.opponent_inference=serve", until=until, timeout=240,
+        config="configs/battle.yaml")
+    assert answer.get("status") == 200, (answer, status)
+    assert len(answer["actions"]) == 6 and len(set(answer["members"])) == 1
+    assert all(0 <= a < 21 for a in answer["actions"])
+    assert final["pool_size"] >= 2 and final["games"] >= 200, final
+    assert sum(s["env_steps"] for s in stats.values()) > 0
+    assert assert_exact_accounting(tmp_path) == final["games"]
+    with LeagueStore(tmp_path, create=False) as store:
+        assert store.get_meta("game") == BATTLE
+        assert store.get_meta("game_params") == {"map_size": 16, "teams": teams}
