@@ -280,6 +280,31 @@ def env_steps_per_s(storage: Path, run_seconds: float) -> float:
         store.close()
 
 
+def random_stepping(game: str, params: dict, num_envs: int, seconds: float = 5.0, seed: int = 0) -> dict:
+    """Uniformly random actions through the game's team view (the path the league plays on), on
+    ``num_envs`` environments (the config's ``rollout.envs_per_worker``), for ``seconds``: env steps
+    per second and agent steps (live agents' actions, both sides) per second and per env step."""
+    import numpy as np
+
+    from envs import NO_ACTION, make_game
+
+    g = make_game(game, num_envs, seed=seed, **params)
+    rng = np.random.default_rng(seed)
+    env_steps = agent_steps = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        actions = np.full((g.num_envs, 2, g.team_size), NO_ACTION, dtype=np.int64)
+        for side in (0, 1):
+            b = g.observe_side(side)
+            actions[b.env, side, b.agent] = (rng.random(b.mask.shape) * b.mask).argmax(axis=1)
+            agent_steps += len(b.env)
+        g.step_team(actions)
+        env_steps += g.num_envs
+    elapsed = time.perf_counter() - start
+    return {"env_steps_per_s": round(env_steps / elapsed, 1), "agent_steps_per_s": round(agent_steps / elapsed, 1),
+            "agents_per_env_step": round(agent_steps / max(env_steps, 1), 3), "num_envs": num_envs}
+
+
 def default_anchors(game: str, params: dict) -> list[str]:
     """MCTS at 100 and 1,000 simulations on perfect-information OpenSpiel games, else none."""
     from envs import is_matrix_game
@@ -393,6 +418,16 @@ def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
         out["head_to_head"] = {"score": score, "ci95": ci, "median": s["median"], "range": s["range"],
                                "values": s["values"], "ci95_per_seed": [h["ci95"] for h in per_seed],
                                "episodes": [h["episodes"] for h in per_seed]}
+    if params.get("teams") is not None:  # a team game: learning's pace beside random play's, in agent steps
+        from league.config import load_config
+
+        envs = load_config(config_path(game), list(args.set)).rollout.envs_per_worker
+        rand = random_stepping(name, params, envs)
+        out["random_play"] = rand
+        for side in SIDES:  # agent steps of the league's env steps, at random play's agents per env step
+            med = out[side]["env_steps_per_s"]["median"]
+            out[side]["agent_steps_per_s_est"] = round(med * rand["agents_per_env_step"], 1)
+            out[side]["vs_random_play"] = round(med / rand["env_steps_per_s"], 3)
     out["seconds"] = round(time.perf_counter() - t_start, 1)
     return out
 

@@ -48,10 +48,16 @@ class StepResult:
              the environment has already been reset).
     returns: (E, 2) float64, each seat's total return of the episode that ended;
              zero where ``done`` is False.
+    rewards: None, or (E, 2, team_size) float64: each agent's own reward for the
+             actions of this step, from a team game that passes its environment's
+             per-step rewards on (``envs.teams``, ``dense_rewards``); learners may
+             add them to the agent's trajectory (the game's own shaping). The
+             league's score of a game comes from ``returns`` alone.
     """
 
     done: np.ndarray
     returns: np.ndarray
+    rewards: np.ndarray | None = None
 
 
 class SideBatch(NamedTuple):

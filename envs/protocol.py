@@ -29,7 +29,8 @@ through the team view instead:
   bool with at least one legal action per row;
 - ``step_team``: raises ValueError on an action out of range; ``done`` (E,)
   bool and ``returns`` (E, 2) finite floats, zero where ``done`` is False (a
-  side's score need not be zero-sum); ``score(returns)`` in [0, 1].
+  side's score need not be zero-sum); ``rewards`` None or (E, 2, team_size)
+  finite floats; ``score(returns)`` in [0, 1].
 
 Any exception the game raises on the way is reported the same way, naming the
 call that raised it. The check is pure (numpy only) and plays a few hundred
@@ -163,6 +164,13 @@ def _step_result(game, call: str, result) -> tuple[np.ndarray, np.ndarray]:
     if returns[~done].any():
         e = int(np.flatnonzero(~done & returns.any(axis=1))[0])
         _fail(game, f"{call}.returns is non-zero in env {e}, whose episode did not end")
+    rewards = getattr(result, "rewards", None)
+    if rewards is not None:
+        shape = (E, 2, getattr(game, "team_size", 1))
+        if not isinstance(rewards, np.ndarray) or rewards.shape != shape or rewards.dtype.kind != "f":
+            _fail(game, f"{call}.rewards must be None or an {shape} float array, got {_describe(rewards)}")
+        if not np.isfinite(rewards).all():
+            _fail(game, f"{call}.rewards holds a non-finite value")
     return done, returns
 
 

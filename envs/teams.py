@@ -23,6 +23,10 @@ how the environment's agents form the two sides:
   comparison: 1 to side 0 when its score is higher, 0.5 on a tie.
 - ``max_cycles``: an episode ends after this many steps even if the
   environment would go on (default: none; the environment's own limit).
+- ``dense_rewards``: true to pass each agent's per-step reward from the
+  environment on in ``StepResult.rewards`` (E, 2, N), for learners to add to
+  the agent's trajectory (MAgent2's rewards for hits and kills); the score of
+  a game is unchanged. Default false.
 
 ``team_size`` is the larger side's number of agents. ``alive()[e, s, k]`` is
 whether agent k of side s is in environment e's ``agents``: an agent that is
@@ -53,7 +57,7 @@ from envs.base import NO_ACTION, SideBatch, StepResult, VectorGame, outcome_from
 
 PREFIX = "pettingzoo-parallel:"
 SCORES = ("sum", "survivors")
-TEAM_KEYS = ("prefix", "score", "max_cycles")
+TEAM_KEYS = ("prefix", "score", "max_cycles", "dense_rewards")
 
 
 class TeamError(ValueError):
@@ -88,7 +92,7 @@ def _names(agents: list[str]) -> str:
     return ", ".join(agents[:6]) + (f", ... ({len(agents)} agents)" if len(agents) > 6 else "")
 
 
-def _team_options(teams: dict | None) -> tuple[list[str] | None, str, int | None]:
+def _team_options(teams: dict | None) -> tuple[list[str] | None, str, int | None, bool]:
     teams = {} if teams is None else teams
     if not isinstance(teams, dict):
         raise TeamError("game.teams", f"must be a mapping (prefix, score, max_cycles), got {teams!r}")
@@ -105,7 +109,10 @@ def _team_options(teams: dict | None) -> tuple[list[str] | None, str, int | None
     max_cycles = teams.get("max_cycles")
     if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1):
         raise TeamError("game.teams.max_cycles", f"must be a positive int, got {max_cycles!r}")
-    return (list(prefix) if prefix is not None else None), score, max_cycles
+    dense = teams.get("dense_rewards", False)
+    if not isinstance(dense, bool):
+        raise TeamError("game.teams.dense_rewards", f"must be true or false, got {dense!r}")
+    return (list(prefix) if prefix is not None else None), score, max_cycles, dense
 
 
 def team_members(agents: list[str], prefix: list[str] | None) -> tuple[list[str], list[str]]:
@@ -172,7 +179,7 @@ class ParallelTeamGame(VectorGame):
                  seed: int | None = None):
         if int(num_envs) < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        prefix, self.scoring, self.max_cycles = _team_options(teams)
+        prefix, self.scoring, self.max_cycles, self.dense_rewards = _team_options(teams)
         make = _factory(name)
         self.name = name
         self.num_envs = int(num_envs)
@@ -344,12 +351,20 @@ class ParallelTeamGame(VectorGame):
         E, N = self.num_envs, self.team_size
         done = np.zeros(E, dtype=bool)
         returns = np.zeros((E, 2), dtype=np.float64)
+        dense = np.zeros(2 * E * N) if self.dense_rewards else None  # flat (2, E, N), as acts
         slot, survivors = self.slot, self.scoring == "survivors"
         for e, env in enumerate(self.envs):
             agents = env.agents
             rows, _ = self._rows(e, agents)
             sent = dict(zip(agents, acts[rows].tolist()))
             obs, rewards, terms, truncs, infos = env.step(sent)
+            if dense is not None and rewards:
+                if list(rewards) == agents:
+                    dense[rows] = np.fromiter(rewards.values(), np.float64, len(rows))
+                else:
+                    for agent, r in rewards.items():
+                        side, k = slot[agent]
+                        dense[(side * E + e) * N + k] = r
             totals = self._totals[e]
             if not survivors and rewards:
                 if list(rewards) == agents:  # the usual order: one sum per side
@@ -373,7 +388,8 @@ class ParallelTeamGame(VectorGame):
                 self._begin(e, *env.reset())
             else:
                 self._load(e, obs, infos)
-        return StepResult(done=done, returns=returns)
+        rewards = None if dense is None else dense.reshape(2, E, N).transpose(1, 0, 2)
+        return StepResult(done=done, returns=returns, rewards=rewards)
 
 
 def _magent_groups(env, slot: dict) -> list[tuple[Any, int]] | None:

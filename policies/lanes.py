@@ -253,6 +253,8 @@ class Lane:
         self.prepared = False
         self.learner: Decisions | None = None  # the learner's decisions of the prepared step
         self.learner_actions = np.zeros(0, dtype=np.int64)
+        self.learner_logp = np.zeros(0, dtype=np.float32)
+        self.learner_values = np.zeros(0, dtype=np.float32)
         self.others: Decisions | None = None  # the opponents' decisions
         self.others_actions = np.zeros(0, dtype=np.int64)  # their actions known so far
         self.served = np.zeros(0, dtype=np.int64)  # rows of ``others`` whose actions ``pending`` brings
@@ -382,9 +384,8 @@ class Lanes:
         lane.learner, lane.others = learner, others
         lane.learner_actions = np.zeros(0, dtype=np.int64)
         if len(learner):
-            a, logp, v = self._learner_act(lane, learner)
+            a, lane.learner_logp, lane.learner_values = self._learner_act(lane, learner)
             lane.learner_actions = a
-            self.recorder.add(lane.episode[learner.rows], learner.obs, learner.mask, a, logp, v, learner.agents)
             self.action_counts += np.bincount(a, minlength=self.num_actions)
             count_decisions(lane.decisions, learner.rows, self.team_size)
         lane.others_actions = np.zeros(len(others), dtype=np.int64)
@@ -430,6 +431,10 @@ class Lanes:
         except Exception as exc:  # the game's own code (a user's game may raise): drop, restart, go on
             self._recover(lane, "stepping", exc)
             return
+        learner = lane.learner
+        if len(learner):  # recorded once stepped: with the step's per-step rewards, where the game gives them
+            self.recorder.add(lane.episode[learner.rows], learner.obs, learner.mask, lane.learner_actions,
+                              lane.learner_logp, lane.learner_values, learner.agents, done.rewards)
         E = lane.game.num_envs
         self.env_steps += E
         self.counts["env_steps"] += E

@@ -135,12 +135,17 @@ class Finished:
     The return is half the difference of the two sides' returns: in a zero-sum
     game that is the focal side's own return, and in a team game, whose sides'
     scores need not be zero-sum (survivors, summed rewards), it is the margin
-    by which the focal side won, which is what a learner maximises."""
+    by which the focal side won, which is what a learner maximises.
+
+    ``rewards``: None, or the focal side's per-step rewards of the step's
+    decisions (one per row of the focal ``Decisions``), where the game passes
+    them on (``StepResult.rewards``)."""
 
     rows: np.ndarray
     returns: np.ndarray
     scores: np.ndarray
     outcomes: np.ndarray
+    rewards: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -206,8 +211,9 @@ class TwoSeatPlay:
         # (also in constant-sum games and under an asymmetric payoff range)
         s0, o0 = self.game.score(returns), outcome_from_returns(returns)
         margin = 0.5 * (returns[:, 0] - returns[:, 1])
+        dense = None if result.rewards is None else result.rewards[focal.rows, focal.seats, focal.agents]
         return Finished(rows, np.where(seat0, margin, -margin), np.where(seat0, s0, 1.0 - s0),
-                        np.where(seat0, o0, 1.0 - o0))
+                        np.where(seat0, o0, 1.0 - o0), dense)
 
 
 def count_decisions(counts: np.ndarray, rows: np.ndarray, team_size: int) -> None:
@@ -226,7 +232,8 @@ class EpisodeRecorder:
     episode done with the focal side's return; ``take`` returns the decisions
     of finished episodes as a :class:`Rollout`, episodes in the order they
     finished, decisions in time order, the return as the reward of each
-    episode's last decision, and keeps the decisions of running episodes.
+    episode's last decision (added to its own per-step reward, where the game
+    gives those), and keeps the decisions of running episodes.
 
     Each agent of a team has its own trajectory (``episode * team_size +
     agent``): one episode of a team game is up to ``team_size`` trajectories
@@ -246,12 +253,16 @@ class EpisodeRecorder:
         N = self.team_size
         return episodes if N == 1 else (episodes[:, None] * N + np.arange(N)).reshape(-1)
 
-    def add(self, episode, obs, mask, actions, logp, values, agents=None) -> None:
+    def add(self, episode, obs, mask, actions, logp, values, agents=None, rewards=None) -> None:
+        """Decisions of running episodes (``agents``: each one's index in its team; ``rewards``:
+        each one's per-step reward, None for none)."""
         if len(episode):
             key = np.asarray(episode, dtype=np.int64)
             if self.team_size > 1:
                 key = key * self.team_size + np.asarray(agents, dtype=np.int64)
-            self.chunks.append((key, obs, mask, actions, logp, values))
+            self.chunks.append((key, obs, mask, actions, logp, values,
+                                np.zeros(len(key), np.float32) if rewards is None else
+                                np.asarray(rewards, dtype=np.float32)))
 
     def drop(self, episodes) -> None:
         """Forget the decisions of running ``episodes`` (they will never finish)."""
@@ -270,7 +281,7 @@ class EpisodeRecorder:
     def take(self) -> Rollout | None:
         if not self.chunks or not self.returns:
             return None
-        ep, obs, mask, act, logp, val = (np.concatenate(c) for c in zip(*self.chunks))
+        ep, obs, mask, act, logp, val, rew = (np.concatenate(c) for c in zip(*self.chunks))
         done_eps = np.fromiter(self.returns, dtype=np.int64, count=len(self.returns))
         order = np.argsort(done_eps, kind="stable")
         pos = np.searchsorted(done_eps[order], ep)
@@ -278,15 +289,15 @@ class EpisodeRecorder:
         finished = done_eps[order][pos] == ep
         rank = np.where(finished, order[pos], -1)  # finishing order of each decision's episode
         keep = ~finished
-        self.chunks = [(ep[keep], obs[keep], mask[keep], act[keep], logp[keep], val[keep])] if keep.any() else []
+        self.chunks = [(ep[keep], obs[keep], mask[keep], act[keep], logp[keep], val[keep], rew[keep])] if keep.any() else []
         idx = np.flatnonzero(finished)
         idx = idx[np.argsort(rank[idx], kind="stable")]
         eps = ep[idx]
         last = np.ones(len(idx), dtype=bool)
         last[:-1] = eps[1:] != eps[:-1]
         returns = np.fromiter(self.returns.values(), dtype=np.float64, count=len(self.returns))
-        rewards = np.zeros(len(idx), dtype=np.float32)
-        rewards[last] = returns[rank[idx][last]]
+        rewards = rew[idx]
+        rewards[last] += returns[rank[idx][last]].astype(np.float32)
         self.returns, self.steps = {}, 0
         if not len(idx):
             return None
@@ -388,15 +399,17 @@ def collect_rollout(
         a = np.zeros(0, dtype=np.int64)
         if len(mine):
             a, logp, v = model.act(mine.obs, mine.mask, generator=rng, deterministic=deterministic)
-            keep = recording[mine.rows]
-            recorder.add(episode[mine.rows][keep], mine.obs[keep], mine.mask[keep], a[keep], logp[keep], v[keep],
-                         mine.agents[keep])
-            count_decisions(decisions, mine.rows[keep], game.team_size)
         b = np.zeros(0, dtype=np.int64)
         if len(theirs):
             b = opponent_fn(theirs.obs, theirs.mask, theirs.rows) if per_episode else opponent_fn(theirs.obs, theirs.mask)
             b = np.asarray(b, dtype=np.int64).reshape(-1)
         done = play.step(mine, a, theirs, b)
+        if len(mine):  # recorded after the step: its per-step rewards, where the game gives them
+            keep = recording[mine.rows]
+            dense = None if done.rewards is None else done.rewards[keep]
+            recorder.add(episode[mine.rows][keep], mine.obs[keep], mine.mask[keep], a[keep], logp[keep], v[keep],
+                         mine.agents[keep], dense)
+            count_decisions(decisions, mine.rows[keep], game.team_size)
         if per_episode and len(done):
             opponent_fn.start(done.rows)
         rec = recording[done.rows]

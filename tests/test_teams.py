@@ -359,3 +359,52 @@ def test_agents_that_join_enter_the_batch_and_masks_come_from_infos(tmp_path, mo
     want = total if scoring == "sum" else [2, 1]  # b_0 died on step 3
     np.testing.assert_array_equal(result.returns, [want, want])
     assert game.alive()[:, :, 0].all() and not game.alive()[:, :, 1].any()  # reset: a_0, b_0 again
+
+
+def test_dense_rewards_are_each_agents_own_step_rewards_and_reach_its_trajectory():
+    """With ``dense_rewards`` every step carries each agent's reward from the environment, in its
+    (env, side, agent) cell; an agent's trajectory sums its own rewards plus the team's margin at
+    the end; without it the step carries none and the trajectory holds the margin alone."""
+    from envs.protocol import check_game
+    from policies.rollout import collect_rollout
+
+    plain = make_game(BATTLE, 2, seed=4, teams=TEAMS, **SMALL)
+    assert plain.step_team(np.zeros((2, 2, plain.team_size), dtype=np.int64)).rewards is None
+    game = make_game(BATTLE, 2, seed=4, teams={**TEAMS, "dense_rewards": True}, **SMALL)
+    check_game(game, seed=0)
+    env = game.envs[0]
+    rng = np.random.default_rng(0)
+    seen = np.zeros((2, 2, game.team_size))
+    for _ in range(25):
+        alive = game.alive()
+        acts = np.where(alive, rng.integers(0, game.num_actions, size=alive.shape), NO_ACTION)
+        before = list(env.agents)
+        result = game.step_team(acts)
+        assert result.rewards.shape == (2, 2, game.team_size) and np.isfinite(result.rewards).all()
+        assert (result.rewards[~alive] == 0).all()  # no reward for an agent that did not act
+        seen += result.rewards != 0
+        if not result.done[0]:
+            # env 0's own reward dict of this step, agent by agent (battle's step penalty is never 0)
+            for agent in before:
+                side, k = game.slot[agent]
+                assert result.rewards[0, side, k] != 0
+    assert seen.all()
+    with pytest.raises(TeamError, match="game.teams.dense_rewards"):
+        make_game(BATTLE, 1, teams={**TEAMS, "dense_rewards": "yes"}, **SMALL)
+
+    class Uniform:
+        def act(self, obs, mask, generator=None, deterministic=False):
+            n = len(obs)
+            return generator.integers(0, mask.shape[1], size=n), np.zeros(n, np.float32), np.zeros(n, np.float32)
+
+    uniform = lambda obs, mask: rng.integers(0, game.num_actions, size=len(obs))  # noqa: E731
+    for g, dense in ((game, True), (plain, False)):
+        rollout, margins = collect_rollout(g, Uniform(), uniform, 200, np.random.default_rng(1), value="return")
+        ends = np.flatnonzero(rollout.dones)
+        assert rollout.num_episodes == 2 * len(margins)  # two agents a side: two trajectories a game
+        last = rollout.rewards[ends]
+        if dense:  # per-step rewards before each trajectory's last decision
+            assert (rollout.rewards[~rollout.dones] != 0).any()
+        else:
+            assert (rollout.rewards[~rollout.dones] == 0).all()
+            np.testing.assert_allclose(last, np.repeat(margins, 2), atol=1e-6)
