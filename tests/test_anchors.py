@@ -82,6 +82,17 @@ def test_bench_anchors_prints_one_json_line_per_target():
     assert bad.returncode == 2 and "--anchors" in bad.stderr
 
 
+def test_bench_anchors_scores_a_team_game_from_its_params_and_teams():
+    out = subprocess.run([sys.executable, "-m", "bench.anchors", "--uniform", "--game", BATTLE,
+                          "--params", '{"map_size": 12}', "--teams", '{"prefix": ["red_", "blue_"], "score": '
+                          '"survivors", "max_cycles": 100}', "--anchors", "policies.scripted:attack_nearest",
+                          "--games", "6"], capture_output=True, text=True, check=True, timeout=120)
+    line = json.loads(out.stdout.strip())
+    scripted = line["anchors"]["policies.scripted:attack_nearest"]
+    # the scripted team wins every game on the smallest map (docs/teams.md): uniform play scores 0
+    assert scripted["games"] == 6 and scripted["score"] == 0.0, line
+
+
 # -- anchors in the league: config, the anchored Elo, the progress line --------------------------
 
 def test_anchored_elo_against_one_anchor_is_the_closed_form():
