@@ -189,6 +189,8 @@ def score_against(game_name: str, params: dict | None, models: Sequence[Any], we
         raise ValueError("models and weights must be non-empty, of equal length, weights finite, >= 0, not all 0")
     w = w / w.sum()
     rng = np.random.default_rng(seed)
+    if spec.kind == "mcts" and not is_openspiel_game(game_name):
+        raise ValueError(f"anchor {spec.name!r} needs a sequential OpenSpiel game; {game_name} is not one")
     if spec.kind == "uniform" or (spec.kind == "factory" and not is_openspiel_game(game_name)):
         scores = _scores_through_protocol(game_name, params, models, w, spec, games, rng)
     else:

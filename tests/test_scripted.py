@@ -173,6 +173,8 @@ def test_check_anchor_on_a_team_game():
     with pytest.raises(ValueError, match="needs a sequential OpenSpiel game") as err:
         check_anchor("mcts:10", BATTLE, params)
     assert len(str(err.value).splitlines()) == 1
+    with pytest.raises(ValueError, match="needs a sequential OpenSpiel game"):
+        score_against(BATTLE, params, [None], [1.0], "mcts:10", games=1)
     with pytest.raises(ValueError, match="attack_nearest plays MAgent2's battle"):
         check_anchor(SCRIPTED, "rps")
     with pytest.raises(ValueError, match="returned str, which has no act"):
