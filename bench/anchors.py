@@ -3,6 +3,9 @@
     python -m bench.anchors --storage RUN [--storage RUN2 ...]
         [--anchors uniform,mcts:10,mcts:100,mcts:1000] [--games 100] [--seed 0]
     python -m bench.anchors --uniform --game connect_four [--anchors ...]
+    python -m bench.anchors --uniform --game pettingzoo-parallel:magent2.environments.battle_v4:parallel_env \
+        --params '{"map_size": 16}' --teams '{"prefix": ["red_", "blue_"], "score": "survivors", "max_cycles": 200}' \
+        --anchors uniform,policies.scripted:attack_nearest
     python -m bench.anchors --config configs/connect_four.yaml (--uniform | --storage RUN)
 
 For each run folder it loads the latest published Nash mixture (no Ray) and
@@ -20,8 +23,13 @@ round (this mixture scored against every anchor, twice: the judge scores the
 published mixture and the newest main agent), and ``cpu_share``: a round's share
 of one core at ``evaluator.anchor_every_seconds``, round / (round + every).
 
-Scores lie in [0, 1] (win 1, draw 0.5, loss 0); higher is stronger. ``mcts:N``
-needs a perfect-information OpenSpiel game (Connect Four, tic-tac-toe, ...).
+``--params`` and ``--teams`` (JSON) are the game's parameters and, for a team
+game, its ``game.teams`` (with ``--config``, the config's).
+
+Scores lie in [0, 1] (the game's score: win 1, draw 0.5, loss 0; in a team game
+1 to the side with more survivors or whatever its scoring counts); higher is
+stronger. ``mcts:N`` needs a perfect-information OpenSpiel game (Connect Four,
+tic-tac-toe, ...).
 """
 
 from __future__ import annotations
@@ -60,6 +68,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     what.add_argument("--storage", action="append", metavar="RUN_DIR", help="a league run folder (repeatable)")
     what.add_argument("--uniform", action="store_true", help="score uniform random play (needs --game)")
     parser.add_argument("--game", help="game name (with --uniform)")
+    parser.add_argument("--params", type=json.loads, default={}, help="the game's parameters, JSON (with --uniform)")
+    parser.add_argument("--teams", type=json.loads, default=None,
+                        help="a team game's game.teams, JSON (with --uniform)")
     parser.add_argument("--anchors", default=DEFAULT_ANCHORS, help=f"comma-separated (default {DEFAULT_ANCHORS})")
     parser.add_argument("--games", type=int, default=100, help="games per anchor (default 100)")
     parser.add_argument("--seed", type=int, default=0)
@@ -78,6 +89,11 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error(f"--config: {args.config} has no anchors")
         args.game, args.games = args.cfg.game.name, args.cfg.evaluator.anchor_games
         args.anchors = ",".join(args.cfg.anchors)
+        args.kwargs = dict(args.cfg.game.kwargs)
+    else:
+        if not isinstance(args.params, dict):
+            parser.error(f"--params must be a JSON object, got {args.params!r}")
+        args.kwargs = {**args.params, **({"teams": args.teams} if args.teams is not None else {})}
     if args.uniform and not args.game:
         parser.error("--uniform needs --game")
     if args.games < 1:
@@ -105,7 +121,7 @@ def main(argv=None) -> int:
         t0, cpu0 = time.perf_counter(), time.process_time()
         try:
             if run_dir is None:
-                game, params, ids, models, weights = args.game, {}, ["uniform"], [None], [1.0]
+                game, params, ids, models, weights = args.game, args.kwargs, ["uniform"], [None], [1.0]
             else:
                 game, params, ids, models, weights = _stored_mixture(run_dir)
             scores = score_mixture(game, params, models, weights, args.anchors, args.games, args.seed)

@@ -12,15 +12,23 @@ it means the same thing in every run:
   searched). It is the usual strength ladder for perfect-information games:
   uniform random scores about 0.1 against MCTS-10 on Connect Four, and
   AlphaZero-style agents beat MCTS-1000;
-- ``pkg.module:factory``: a user's bot; ``factory(game)`` gets the
-  ``pyspiel.Game`` and returns an object whose ``step(state)`` returns an
-  action for the native ``pyspiel.State`` (``restart()`` is called between
-  games when it has one).
+- ``pkg.module:factory``: a user's bot. On an OpenSpiel game ``factory(game)``
+  gets the ``pyspiel.Game`` and returns an object whose ``step(state)``
+  returns an action for the native ``pyspiel.State`` (``restart()`` is called
+  between games when it has one). On any other game (a team game, a matrix or
+  PettingZoo game, a user's ``VectorGame``) ``factory(game)`` gets the
+  ``VectorGame`` (``envs``) and returns an object whose ``act(obs, mask)``
+  returns one action per row, played through the game protocol like
+  ``uniform``: its side's rows of a step (in a team game one row per acting
+  agent, of every environment) in one call. ``policies.scripted:attack_nearest``
+  is one, for MAgent2's battle.
 
 A policy plays whole games against an anchor, seats alternating (game ``i``:
 the policy is seat ``i % 2``), one member of a mixture drawn per game by its
-weight. Its score is the return rescaled from the game's utility range to
-[0, 1] (win 1, draw 0.5, loss 0 on a win/loss game).
+weight. Its score is the game's own score in [0, 1] (``VectorGame.score``):
+the return rescaled from the game's utility range (win 1, draw 0.5, loss 0 on
+a win/loss game), or a team game's result (1 for the side with more
+survivors, or whatever its scoring counts, 0.5 on a tie).
 """
 
 from __future__ import annotations
@@ -62,29 +70,68 @@ def make_bot(spec: AnchorSpec, game: pyspiel.Game, seed: int):
                              f"{game.get_type().short_name} is not")
         evaluator = pyspiel.RandomRolloutEvaluator(ROLLOUTS, seed)
         return pyspiel.MCTSBot(game, evaluator, UCT_C, spec.simulations, MAX_MEMORY_MB, True, seed, False)
-    module_name, _, attr = spec.factory.rpartition(":")
-    try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"anchor {spec.name!r}: cannot load {spec.factory}: {exc}") from None
-    bot = factory(game)
+    bot = _load_factory(spec)(game)
     if not callable(getattr(bot, "step", None)):
         raise ValueError(f"anchor {spec.name!r}: {spec.factory}(game) returned {type(bot).__name__}, "
                          "which has no step(state) method")
     return bot
 
 
+def is_openspiel_game(game_name: str) -> bool:
+    """Whether ``envs.make_game`` builds ``game_name`` from OpenSpiel (any name that is not a matrix,
+    PettingZoo, team or module-path game)."""
+    from envs import is_matrix_game
+    from envs.custom import is_custom_game
+    from envs.teams import is_parallel_game
+
+    return not (is_matrix_game(game_name) or game_name.startswith("pettingzoo:") or is_parallel_game(game_name)
+                or is_custom_game(game_name))
+
+
+def _load_factory(spec: AnchorSpec):
+    module_name, _, attr = spec.factory.rpartition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"anchor {spec.name!r}: cannot load {spec.factory}: {exc}") from None
+    if not callable(factory):
+        raise ValueError(f"anchor {spec.name!r}: {spec.factory} is not callable")
+    return factory
+
+
+def make_protocol_bot(spec: AnchorSpec, game):
+    """The bot of factory anchor ``spec`` on a game that is not an OpenSpiel game: ``factory(game)``
+    with the ``VectorGame``, which must have ``act(obs, mask)``."""
+    factory = _load_factory(spec)
+    try:
+        bot = factory(game)
+    except ValueError as exc:
+        raise ValueError(f"anchor {spec.name!r}: {str(exc).splitlines()[0]}") from None
+    except Exception as exc:  # a user's factory that does not fit the game: one line, not a traceback
+        raise ValueError(f"anchor {spec.name!r}: {spec.factory}(game) failed: {type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+    if not callable(getattr(bot, "act", None)):
+        raise ValueError(f"anchor {spec.name!r}: {spec.factory}(game) returned {type(bot).__name__}, which has "
+                         f"no act(obs, mask) method (a game that is not an OpenSpiel game is played through "
+                         f"its VectorGame)")
+    return bot
+
+
 def check_anchor(text: str, game_name: str, params: dict | None = None) -> None:
     """What ``score_against`` needs of an anchor and the game, checked without playing: a
-    sequential two-player OpenSpiel game, perfect information for ``mcts:N``, a factory that
-    imports. ValueError naming what is wrong."""
-    from envs import is_matrix_game
-
+    sequential two-player OpenSpiel game for ``mcts:N`` (perfect information) and for a factory's
+    ``step(state)`` bot, which is loaded; on any other game a factory's bot, built on one
+    environment of the game, with ``act(obs, mask)``. ValueError naming what is wrong."""
     spec = parse_anchor(text)
     if spec.kind == "uniform":  # plays through the game protocol: any game the league runs
         return
-    if game_name.startswith("pettingzoo:") or is_matrix_game(game_name):
-        raise ValueError(f"anchor {spec.name!r} needs a sequential OpenSpiel game; {game_name} is not one")
+    if not is_openspiel_game(game_name):
+        if spec.kind == "mcts":
+            raise ValueError(f"anchor {spec.name!r} needs a sequential OpenSpiel game; {game_name} is not one")
+        from envs import make_game
+
+        make_protocol_bot(spec, make_game(game_name, 1, seed=0, **(params or {})))
+        return
     try:
         game = load_two_player_zero_sum(game_name, params or None)
     except ValueError as exc:
@@ -94,13 +141,7 @@ def check_anchor(text: str, game_name: str, params: dict | None = None) -> None:
     if spec.kind == "mcts" and game.get_type().information != pyspiel.GameType.Information.PERFECT_INFORMATION:
         raise ValueError(f"anchor {spec.name!r} needs a perfect-information game; {game_name} is not")
     if spec.kind == "factory":
-        module_name, _, attr = spec.factory.rpartition(":")
-        try:
-            factory = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"anchor {spec.name!r}: cannot load {spec.factory}: {exc}") from None
-        if not callable(factory):
-            raise ValueError(f"anchor {spec.name!r}: {spec.factory} is not callable")
+        _load_factory(spec)
 
 
 def _member_action(model, tensor, state, player: int, num_actions: int, rng: np.random.Generator) -> int:
@@ -148,8 +189,10 @@ def score_against(game_name: str, params: dict | None, models: Sequence[Any], we
         raise ValueError("models and weights must be non-empty, of equal length, weights finite, >= 0, not all 0")
     w = w / w.sum()
     rng = np.random.default_rng(seed)
-    if spec.kind == "uniform":
-        scores = _scores_against_uniform(game_name, params, models, w, games, rng)
+    if spec.kind == "mcts" and not is_openspiel_game(game_name):
+        raise ValueError(f"anchor {spec.name!r} needs a sequential OpenSpiel game; {game_name} is not one")
+    if spec.kind == "uniform" or (spec.kind == "factory" and not is_openspiel_game(game_name)):
+        scores = _scores_through_protocol(game_name, params, models, w, spec, games, rng)
     else:
         scores = _scores_against_bot(game_name, params, models, w, spec, games, seed, rng)
     mean = float(scores.mean())
@@ -167,24 +210,44 @@ class _UniformPlayer:
         return sample_rows(probs, generator), np.zeros(n, np.float32), np.zeros(n, np.float32)
 
 
-def _scores_against_uniform(game_name: str, params: dict | None, models, w: np.ndarray, games: int,
-                            rng: np.random.Generator) -> np.ndarray:
-    """Uniform random play through the game protocol (``envs``), so any game the league runs has
-    this anchor; each member plays its share of the games (drawn by weight), seats alternating."""
+def _protocol_envs(game_name: str, params: dict | None, games: int) -> int:
+    """Environments stepped together: up to 64 games at once, fewer in a team game, whose every
+    agent's decisions are held until its episode ends (``collect_rollout``); an even number where
+    it can be, as each batch of games seats the policy in seat ``e % 2`` of environment ``e``."""
+    from envs import game_info
+
+    team_size = game_info(game_name, **(params or {})).team_size
+    envs = max(1, min(games, 64 // team_size))
+    return envs - envs % 2 if team_size > 1 and envs > 1 else envs
+
+
+def _scores_through_protocol(game_name: str, params: dict | None, models, w: np.ndarray, spec: AnchorSpec,
+                             games: int, rng: np.random.Generator) -> np.ndarray:
+    """Uniform random play, or a factory's ``act(obs, mask)`` bot, through the game protocol
+    (``envs``), so any game the league runs has these anchors; each member plays its share of the
+    games (drawn by weight), seats alternating, scored by the game's own ``score``."""
     from envs import make_game
-    from envs.base import utility_range
     from policies.best_response import evaluate
     from policies.rollout import EpisodeMixture
 
-    game = make_game(game_name, min(games, 64), seed=int(rng.integers(2**31)), **(params or {}))
-    lo, hi = utility_range(game)
-    uniform = EpisodeMixture([None], [1.0], rng)
+    game = make_game(game_name, _protocol_envs(game_name, params, games), seed=int(rng.integers(2**31)),
+                     **(params or {}))
+    if spec.kind == "uniform":
+        anchor = EpisodeMixture([None], [1.0], rng)
+    else:
+        bot = make_protocol_bot(spec, game)
+
+        def anchor(obs, mask):
+            actions = np.asarray(bot.act(obs, mask)).reshape(-1)
+            if len(actions) != len(obs):
+                raise ValueError(f"anchor {spec.name!r}: act returned {len(actions)} actions for {len(obs)} rows")
+            return actions
     out = []
     for model, n in zip(models, rng.multinomial(games, w)):
         if n:
             player = _UniformPlayer() if model is None else model
-            returns = evaluate(game, player, uniform, int(n), rng, greedy=False, seats="alternate")[:n]
-            out.append((returns - lo) / (hi - lo) if hi > lo else np.full(len(returns), 0.5))
+            out.append(evaluate(game, player, anchor, int(n), rng, greedy=False, seats="alternate",
+                                value="game_score")[:n])
     return np.concatenate(out)
 
 

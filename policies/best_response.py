@@ -122,16 +122,18 @@ def train_best_response(game, target: EpisodeMixture, cfg: ProbeConfig, rng: np.
     return model, {"steps": steps, "updates": updates, "train_return_last": float(np.mean(tail))}
 
 
-def evaluate(game, model, target: EpisodeMixture, episodes: int, rng: np.random.Generator,
-             greedy: bool = True, seats: str = "random") -> np.ndarray:
-    """The returns of at least ``episodes`` fresh episodes of ``model`` (seat drawn per
-    episode, or alternated: ``collect_rollout``'s ``seats``) against ``target``."""
+def evaluate(game, model, target, episodes: int, rng: np.random.Generator,
+             greedy: bool = True, seats: str = "random", value: str = "return") -> np.ndarray:
+    """The returns (or ``collect_rollout``'s other ``value``) of at least ``episodes`` fresh
+    episodes of ``model`` (seat drawn per episode, or alternated: ``collect_rollout``'s
+    ``seats``) against ``target``, an ``EpisodeMixture`` or an ``(obs, mask) -> actions``
+    callable."""
     out: list[np.ndarray] = []
     n = 0
     while n < episodes:
         game.reset()
         _, returns = collect_rollout(game, model, target, max(1, episodes - n), rng, deterministic=greedy,
-                                     value="return", seats=seats)
+                                     value=value, seats=seats)
         out.append(returns)
         n += len(returns)
     return np.concatenate(out)

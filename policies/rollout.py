@@ -371,12 +371,14 @@ def collect_rollout(
     carries no first-mover luck).
     Returns ``(rollout, outcomes)``: the learner's transitions of the
     recorded episodes, in order of completion, and the learner's score
-    (1 win, 0.5 draw, 0 loss; with ``value="return"``: its return) of each of
-    those episodes, in the same order. Episodes in which the learner never had
-    to act are scored but contribute no transitions.
+    (1 win, 0.5 draw, 0 loss; with ``value="return"``: its return; with
+    ``value="game_score"``: the game's own ``score`` from its side, a two-player
+    game's return rescaled over its range, a team game's 1/0.5/0 by its scoring)
+    of each of those episodes, in the same order. Episodes in which the learner
+    never had to act are scored but contribute no transitions.
     """
-    if value not in ("score", "return"):
-        raise ValueError(f'value must be "score" or "return", got {value!r}')
+    if value not in ("score", "return", "game_score"):
+        raise ValueError(f'value must be "score", "return" or "game_score", got {value!r}')
     if seats not in ("random", "alternate"):
         raise ValueError(f'seats must be "random" or "alternate", got {seats!r}')
     alternate = seats == "alternate"
@@ -413,7 +415,7 @@ def collect_rollout(
         if per_episode and len(done):
             opponent_fn.start(done.rows)
         rec = recording[done.rows]
-        outcomes.append((done.outcomes if value == "score" else done.returns)[rec])
+        outcomes.append({"score": done.outcomes, "return": done.returns, "game_score": done.scores}[value][rec])
         recorder.finish(episode[done.rows][rec], done.returns[rec], decisions[done.rows][rec])
         recorded_steps += int(decisions[done.rows][rec].sum())
         decisions[done.rows] = 0

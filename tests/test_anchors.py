@@ -9,6 +9,8 @@ import pytest
 
 from policies.anchors import AnchorSpec, parse_anchor, score_against
 
+BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
+
 
 def test_parse_anchor_reads_the_three_forms_and_names_a_bad_one():
     assert parse_anchor("uniform") == AnchorSpec("uniform", "uniform")
@@ -78,6 +80,17 @@ def test_bench_anchors_prints_one_json_line_per_target():
     bad = subprocess.run([sys.executable, "-m", "bench.anchors", "--uniform", "--game", "tic_tac_toe",
                           "--anchors", "mcts:0"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--anchors" in bad.stderr
+
+
+def test_bench_anchors_scores_a_team_game_from_its_params_and_teams():
+    out = subprocess.run([sys.executable, "-m", "bench.anchors", "--uniform", "--game", BATTLE,
+                          "--params", '{"map_size": 12}', "--teams", '{"prefix": ["red_", "blue_"], "score": '
+                          '"survivors", "max_cycles": 100}', "--anchors", "policies.scripted:attack_nearest",
+                          "--games", "6"], capture_output=True, text=True, check=True, timeout=120)
+    line = json.loads(out.stdout.strip())
+    scripted = line["anchors"]["policies.scripted:attack_nearest"]
+    # the scripted team wins every game on the smallest map (docs/teams.md): uniform play scores 0
+    assert scripted["games"] == 6 and scripted["score"] == 0.0, line
 
 
 # -- anchors in the league: config, the anchored Elo, the progress line --------------------------
@@ -151,6 +164,10 @@ def test_anchor_config_parses_and_bad_anchors_name_their_key():
     (["game.name=tic_tac_toe", "anchors=[uniform, no_such_pkg.bots:make]"], "anchors[1]", "cannot load"),
     (["game.name=tic_tac_toe", "anchors=[json:no_such_factory]"], "anchors[0]", "cannot load"),
     (["game.name=biased_rps", "anchors=[uniform, mcts:10]"], "anchors[1]", "OpenSpiel"),
+    # a team game has uniform and factory anchors (played through its VectorGame), not MCTS
+    ([f"game.name={BATTLE}", "game.teams={prefix: [red_, blue_], score: survivors}", "game.params={map_size: 12}",
+      "anchors=[uniform, policies.scripted:attack_nearest, mcts:10]"], "anchors[2]", "OpenSpiel"),
+    (["game.name=rps", "anchors=[policies.scripted:attack_nearest]"], "anchors[0]", "plays MAgent2's battle"),
 ])
 def test_the_launcher_stops_before_ray_on_an_anchor_the_game_cannot_play(overrides, key, words):
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -160,6 +177,16 @@ def test_the_launcher_stops_before_ray_on_an_anchor_the_game_cannot_play(overrid
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"nash-league: config error: {key}"), out.stderr
     assert words in lines[0], lines[0]
+
+
+def test_a_team_configs_anchors_pass_the_launchers_check():
+    """The check the launcher runs before Ray: uniform and the scripted battle team on a team game."""
+    from league.config import check_runnable, load_config
+
+    cfg = load_config("configs/smoke.yaml", [f"game.name={BATTLE}", "game.teams={prefix: [red_, blue_]}",
+                                             "game.params={map_size: 12}",
+                                             "anchors=[uniform, policies.scripted:attack_nearest]"])
+    assert check_runnable(cfg).team_size == 2
 
 
 def test_the_progress_line_shows_the_published_mixtures_anchor_scores_and_anchored_elo():
