@@ -24,12 +24,12 @@ setup: $(STAMP)
 run: setup
 	$(PY) -m actors.launch $(ARGS)
 
-# The pure tests on every core (pytest-xdist), then the tests that start Ray one after another
-# (only one local Ray at a time). Either half may select nothing when PYTEST_ARGS names tests of
+# The tests that start no Ray on every core (pytest-xdist), then those that do, one after
+# another (only one local Ray at a time). Either half may select nothing when PYTEST_ARGS names tests of
 # the other kind; both selecting nothing (pytest's exit code 5) fails.
 test: setup prometheus browser
-	@$(PY) -m pytest -q -n auto -m "not ray and not slow" $(PYTEST_ARGS); pure=$$?; \
-	$(PY) -m pytest -q -m "ray or slow" $(PYTEST_ARGS); ray=$$?; \
+	@$(PY) -m pytest -q -n auto -m "not ray" $(PYTEST_ARGS); pure=$$?; \
+	$(PY) -m pytest -q -m ray $(PYTEST_ARGS); ray=$$?; \
 	echo "make test: pure tests exit $$pure, Ray tests exit $$ray"; \
 	if [ $$pure = 5 ] && [ $$ray = 5 ]; then exit 5; fi; \
 	[ $$pure = 0 -o $$pure = 5 ] && [ $$ray = 0 -o $$ray = 5 ]

@@ -466,13 +466,17 @@ class LeagueRun:
 
     def stop(self) -> dict[str, Any]:
         """Stop the league with everything flushed to the store (what Ctrl-C on the launcher does),
-        then give back the storage and a Ray that ``start`` started. Returns the final status."""
+        then give back the storage and a Ray that ``start`` started. In a Ray it did not start (a
+        notebook's ``ray.init``) its actors are removed, so that another league can start there.
+        Returns the final status."""
         self._stopping.set()
         if self._keeper is not None:
             self._keeper.join()
         try:
             if self.final is None:
                 self.final = self._stop_actors()
+                if self.session is not None and not self.session.started_ray:
+                    self.kill()
         finally:
             if self.session is not None:
                 self.session.close()

@@ -32,7 +32,8 @@ published Nash mixture is measured in this process (no Ray):
 
 Both sides also report their env steps/s (the store's env-step counter over the
 run's seconds, start-up included) and, where the game has anchors (``--anchors``;
-by default ``mcts:100,mcts:1000`` on perfect-information OpenSpiel games), each
+by default ``mcts:100,mcts:1000`` on perfect-information OpenSpiel games, else the
+config's ``anchors``), each
 published mixture's score against them (``policies.anchors``: seats alternating,
 one member drawn per game, ``--anchor-games`` games per anchor).
 
@@ -336,7 +337,6 @@ def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage
     import numpy as np
 
     from envs import make_game
-    from envs.base import utility_range
     from policies.best_response import evaluate
     from policies.exploitability import load_nash_mixture
     from policies.rollout import EpisodeMixture
@@ -345,13 +345,12 @@ def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage
     _, selfplay_models, selfplay_w = load_nash_mixture(selfplay_storage)
     rng = np.random.default_rng(seed)
     g = make_game(game, num_envs, seed=seed, **params)
-    lo, hi = utility_range(g)
     opponent = EpisodeMixture(selfplay_models, selfplay_w, rng)
     counts = allocate_episodes(league_w, episodes, minimum=num_envs)
     scores = []
-    for model, n in zip(league_models, counts):
-        returns = evaluate(g, model, opponent, n, rng, greedy=False, seats="alternate")
-        scores.append(((returns - lo) / (hi - lo)).tolist())
+    for model, n in zip(league_models, counts):  # the game's own score: a team game's 1 / 0.5 / 0
+        scores.append(evaluate(g, model, opponent, n, rng, greedy=False, seats="alternate",
+                               value="game_score").tolist())
     mean, ci = stratified_mean_ci(scores, league_w)
     return {"score": mean, "ci95": ci, "episodes": sum(len(s) for s in scores)}
 
@@ -360,7 +359,12 @@ def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
     name, params, exact = check_configs(game, args.set)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     t_start = time.perf_counter()
-    anchors = default_anchors(name, params) if args.anchors is None else args.anchors
+    if args.anchors is not None:
+        anchors = args.anchors
+    else:  # MCTS on perfect-information OpenSpiel games, else the config's own (battle: uniform, scripted)
+        from league.config import load_config
+
+        anchors = default_anchors(name, params) or list(load_config(config_path(game), list(args.set)).anchors)
     sides: dict[str, dict[str, list]] = {s: {"values": [], "support": [], "ci95": [], "run_seconds": [],
                                              "measure_seconds": [], "env_steps_per_s": [],
                                              "anchors": {a: [] for a in anchors}} for s in SIDES}
@@ -452,8 +456,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="head-to-head games per seed (at least 256 per league Nash member)")
     parser.add_argument("--anchors", metavar="A,B,...",
                         help="fixed opponents to score both mixtures against (uniform, mcts:N, pkg.module:factory); "
-                             "default mcts:100,mcts:1000 on perfect-information OpenSpiel games, none elsewhere; "
-                             "'' for none")
+                             "default mcts:100,mcts:1000 on perfect-information OpenSpiel games, the config's "
+                             "anchors elsewhere; '' for none")
     parser.add_argument("--anchor-games", type=int, default=100, help="games per anchor and run (default 100)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a dotted config override applied to both sides")
