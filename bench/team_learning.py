@@ -6,7 +6,7 @@
 One network plays every agent of its side of MAgent2's battle (survivors scoring, at most 200
 steps) against a team that acts uniformly at random, seats drawn per game, and is trained by the
 learners' PPO update (``policies.ppo``) on batches of 16,384 agent decisions from
-``policies.rollout.collect_rollout``: each agent's trajectory, its own per-step rewards
+``policies.rollout.collect_rollout`` (``--batch``): each agent's trajectory, its own per-step rewards
 (``dense_rewards``, unless ``--margin-only``) and half the margin of survivors at its end, as in a
 league. ``--param KEY=VALUE`` sets a parameter of battle (a number), e.g. its
 ``attack_penalty``. After every third update it prints one JSON line: seconds, updates,
@@ -34,6 +34,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="a numeric parameter of battle, e.g. attack_penalty=0.0")
     parser.add_argument("--hidden", type=int, nargs="+", default=[256, 256])
     parser.add_argument("--envs", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=16_384, help="agent decisions per PPO update")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     params = {}
@@ -45,8 +46,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error(f"--param {text}: want KEY=NUMBER")
         if not sep or not key:
             parser.error(f"--param {text}: want KEY=NUMBER")
-    if args.minutes <= 0 or args.map_size < 12 or args.envs < 1:
-        parser.error("--minutes must be > 0, --map-size >= 12, --envs >= 1")
+    if args.minutes <= 0 or args.map_size < 12 or args.envs < 1 or args.batch < 1:
+        parser.error("--minutes must be > 0, --map-size >= 12, --envs >= 1, --batch >= 1")
     args.params = params
     return args
 
@@ -67,14 +68,14 @@ def main(argv=None) -> int:
              "dense_rewards": not args.margin_only}
     game = make_game(BATTLE, args.envs, seed=args.seed, teams=teams, map_size=args.map_size, **args.params)
     model = ActorCritic(PolicySpec(game.obs_size, game.num_actions, tuple(args.hidden)))
-    ppo = PPOConfig(lr=3e-4, ent_coef=0.01, epochs=3, minibatch_size=2048)  # configs/battle.yaml's
+    ppo = PPOConfig(lr=3e-4, ent_coef=0.01, epochs=3, minibatch_size=min(2048, args.batch))  # battle.yaml's
     optimizer = make_optimizer(model, ppo)
     rng = np.random.default_rng(args.seed)
     uniform = EpisodeMixture([None], [1.0], rng)
     start, updates, decisions = time.time(), 0, 0
     while time.time() - start < args.minutes * 60:
         game.reset()
-        rollout, scores = collect_rollout(game, model, uniform, 16_384, rng, value="game_score")
+        rollout, scores = collect_rollout(game, model, uniform, args.batch, rng, value="game_score")
         stats = ppo_update(model, optimizer, rollout, ppo)
         updates, decisions = updates + 1, decisions + len(rollout)
         if updates % 3 == 0:
