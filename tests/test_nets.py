@@ -413,3 +413,39 @@ def test_a_seed_snapshot_naming_a_factory_the_config_does_not_is_refused_before_
     path.write_bytes(b"not a snapshot")
     with pytest.raises(ConfigError, match=r"league.seed_snapshots\[0\]: not a readable"):
         load(args)
+
+
+def test_a_team_policy_exports_and_its_graphs_drive_a_squad_as_torch_does(tmp_path):
+    """MAgent2 battle (a team game): the published mixture of an MLP and a channels-last conv
+    member exports like any other, policy.json keeps the game's teams, and each graph gives the
+    torch model's probabilities on a squad's real rows (every agent of a side, one batch)."""
+    pytest.importorskip("magent2")
+    import onnxruntime as ort
+
+    battle = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
+    params = {"map_size": 16, "teams": {"prefix": ["red_", "blue_"], "score": "survivors"}}
+    info = game_info(battle, **params)
+    assert info.team_size == 6 and info.channels_last
+    torch.manual_seed(3)
+    models = [build_policy(PolicySpec(info.obs_size, info.num_actions, (32,), obs_shape=info.obs_shape,
+                                      channels_last=True)),
+              build_policy(PolicySpec(info.obs_size, info.num_actions, net="conv", obs_shape=info.obs_shape,
+                                      channels_last=True, channels=8, blocks=1))]
+    league_store(tmp_path / "run", models, [0.5, 0.5], game=battle)
+    from league.store import LeagueStore
+
+    with LeagueStore(tmp_path / "run") as store:
+        store.set_meta("game_params", params)
+    out = subprocess.run([sys.executable, "-m", "policies.export", "--storage", str(tmp_path / "run"),
+                          "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr
+    meta = json.loads((tmp_path / "out/policy.json").read_text())
+    assert meta["game"] == battle and meta["game_params"] == params and meta["observation"] is None
+    squads = [make_game(battle, 4, seed=s, **params).observe_side(s % 2) for s in range(2)]
+    obs = np.concatenate([b.obs for b in squads])
+    mask = np.concatenate([b.mask for b in squads])
+    assert len(obs) == 2 * 4 * 6
+    for m, model in zip(meta["members"], models):
+        got = ort.InferenceSession(str(tmp_path / "out" / m["file"])).run(None, {"obs": obs, "mask": mask})[0]
+        np.testing.assert_allclose(got, model.probs(obs, mask), atol=1e-5, rtol=0)
