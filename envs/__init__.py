@@ -63,6 +63,16 @@ def is_matrix_game(name: str) -> bool:
     return name == "matrix" or name in KNOWN_GAMES or name in ALIASES
 
 
+def is_openspiel_game(name: str) -> bool:
+    """Whether ``make_game`` builds ``name`` from OpenSpiel: any name that is not a matrix,
+    PettingZoo, team or module-path game (it may still not be a registered OpenSpiel game)."""
+    from envs.custom import is_custom_game
+    from envs.teams import is_parallel_game
+
+    return not (is_matrix_game(name) or name.startswith("pettingzoo:") or is_parallel_game(name)
+                or is_custom_game(name))
+
+
 def is_user_game(name: str) -> bool:
     """A game brought by module path (``module:factory``, or a PettingZoo environment PettingZoo does
     not ship); ValueError when the name cannot be resolved."""

@@ -358,21 +358,15 @@ class ParallelTeamGame(VectorGame):
             rows, _ = self._rows(e, agents)
             sent = dict(zip(agents, acts[rows].tolist()))
             obs, rewards, terms, truncs, infos = env.step(sent)
-            if dense is not None and rewards:
-                if list(rewards) == agents:
-                    dense[rows] = np.fromiter(rewards.values(), np.float64, len(rows))
-                else:
-                    for agent, r in rewards.items():
-                        side, k = slot[agent]
-                        dense[(side * E + e) * N + k] = r
             totals = self._totals[e]
-            if not survivors and rewards:
-                if list(rewards) == agents:  # the usual order: one sum per side
-                    totals += np.bincount(rows // (E * N), minlength=2,
-                                          weights=np.fromiter(rewards.values(), np.float64, len(rows)))
-                else:
-                    for agent, r in rewards.items():
-                        totals[slot[agent][0]] += r
+            if rewards and (dense is not None or not survivors):
+                values = np.fromiter(rewards.values(), np.float64, len(rewards))
+                where = rows if list(rewards) == agents else np.fromiter(  # the usual order, else by name
+                    ((slot[a][0] * E + e) * N + slot[a][1] for a in rewards), np.int64, len(rewards))
+                if dense is not None:
+                    dense[where] = values
+                if not survivors:  # one sum per side
+                    totals += np.bincount(where // (E * N), minlength=2, weights=values)
             self._steps[e] += 1
             if not env.agents or (self.max_cycles is not None and self._steps[e] >= self.max_cycles):
                 if survivors and self._groups is not None:  # MAgent2 counts its live agents

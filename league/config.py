@@ -716,14 +716,12 @@ def check_runnable(cfg: Config):
     launcher calls it before Ray starts, with a user's module folders on ``sys.path``."""
     from pathlib import Path
 
-    from envs import game_info, is_matrix_game, is_user_game, make_game
-    from envs.custom import is_custom_game
+    from envs import game_info, is_openspiel_game, is_user_game, make_game
     from envs.protocol import check_game
-    from envs.teams import TeamError, is_parallel_game
+    from envs.teams import TeamError
 
     name = cfg.game.name
-    if (not is_matrix_game(name) and not name.startswith("pettingzoo:") and not is_custom_game(name)
-            and not is_parallel_game(name)):
+    if is_openspiel_game(name):
         import pyspiel
 
         if name.split("(")[0] not in pyspiel.registered_names():

@@ -40,6 +40,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyspiel
 
+from envs import is_openspiel_game
 from envs.openspiel import load_two_player_zero_sum, sample_chance, state_tensor
 from league.anchors import AnchorSpec, parse_anchor  # noqa: F401 (re-exported: the syntax needs no pyspiel)
 from policies.net import sample_rows
@@ -75,17 +76,6 @@ def make_bot(spec: AnchorSpec, game: pyspiel.Game, seed: int):
         raise ValueError(f"anchor {spec.name!r}: {spec.factory}(game) returned {type(bot).__name__}, "
                          "which has no step(state) method")
     return bot
-
-
-def is_openspiel_game(game_name: str) -> bool:
-    """Whether ``envs.make_game`` builds ``game_name`` from OpenSpiel (any name that is not a matrix,
-    PettingZoo, team or module-path game)."""
-    from envs import is_matrix_game
-    from envs.custom import is_custom_game
-    from envs.teams import is_parallel_game
-
-    return not (is_matrix_game(game_name) or game_name.startswith("pettingzoo:") or is_parallel_game(game_name)
-                or is_custom_game(game_name))
 
 
 def _load_factory(spec: AnchorSpec):

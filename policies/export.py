@@ -88,11 +88,9 @@ def export_torchscript(model: PolicyNet, path: str | Path) -> Path:
 def _observation_tensor(game: str | None, params: dict) -> str | None:
     """Which OpenSpiel tensor the league's observation is (``envs.openspiel.state_tensor``), so a
     player can build it from a ``pyspiel`` state; None for other games."""
-    if not game or game.startswith("pettingzoo:"):
-        return None
-    from envs import is_matrix_game
+    from envs import is_openspiel_game
 
-    if is_matrix_game(game):
+    if not game or not is_openspiel_game(game):
         return None
     try:
         from envs.openspiel import load_two_player_zero_sum, uses_information_state

@@ -116,11 +116,7 @@ class Decisions:
     seats: np.ndarray
     obs: np.ndarray
     mask: np.ndarray
-    agents: np.ndarray | None = None
-
-    def __post_init__(self):
-        if self.agents is None:
-            self.agents = np.zeros(len(self.rows), dtype=np.int64)
+    agents: np.ndarray
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -178,15 +174,12 @@ class TwoSeatPlay:
                 continue
             mine = self.seat[side.env] == s
             seats = np.full(side.env.size, s, dtype=np.int64)
-            if mine.all():
-                focal.append(Decisions(side.env, seats, side.obs, side.mask, side.agent))
-            elif not mine.any():
-                other.append(Decisions(side.env, seats, side.obs, side.mask, side.agent))
-            else:
-                for keep, out in ((mine, focal), (~mine, other)):
-                    if keep.any():
-                        out.append(Decisions(side.env[keep], seats[keep], side.obs[keep], side.mask[keep],
-                                             side.agent[keep]))
+            for keep, out in ((mine, focal), (~mine, other)):
+                if keep.all():  # the whole side's rows, no copy
+                    out.append(Decisions(side.env, seats, side.obs, side.mask, side.agent))
+                elif keep.any():
+                    out.append(Decisions(side.env[keep], seats[keep], side.obs[keep], side.mask[keep],
+                                         side.agent[keep]))
         return self._stack(focal), self._stack(other)
 
     def _stack(self, parts: list[Decisions]) -> Decisions:
