@@ -262,21 +262,15 @@ def measure(game: str, params: dict, exact: bool, storage: Path, probe_steps: in
 
         out["value"] = exact_nash_conv(make_game(game, 1, **params), models, weights)["nash_conv"]
     else:
+        from policies.anchors import protocol_envs
         from policies.best_response import ProbeConfig, probe
 
         # a team game holds every agent's decisions of a running episode: fewer environments
-        envs = ProbeConfig().num_envs if params.get("teams") is None else team_envs(game, params)
+        envs = ProbeConfig().num_envs if params.get("teams") is None else protocol_envs(game, params, 64)
         result = probe(game, models, weights, ProbeConfig(steps=probe_steps, eval_episodes=probe_eval_episodes,
                                                            num_envs=envs, seed=seed), params)
         out.update(value=result["br_return"], ci95=result["ci95"])
     return out
-
-
-def team_envs(game: str, params: dict) -> int:
-    """Environments a team game is played on at once when scored: 64 / team_size, even (as anchors)."""
-    from envs import game_info
-
-    return max(2, (64 // game_info(game, **params).team_size) // 2 * 2)
 
 
 def env_steps_per_s(storage: Path, run_seconds: float) -> float:
@@ -346,6 +340,7 @@ def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage
     import numpy as np
 
     from envs import make_game
+    from policies.anchors import protocol_envs
     from policies.best_response import evaluate
     from policies.exploitability import load_nash_mixture
     from policies.rollout import EpisodeMixture
@@ -353,8 +348,8 @@ def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage
     _, league_models, league_w = load_nash_mixture(league_storage)
     _, selfplay_models, selfplay_w = load_nash_mixture(selfplay_storage)
     rng = np.random.default_rng(seed)
-    if params.get("teams") is not None:
-        num_envs = team_envs(game, params)
+    if params.get("teams") is not None:  # a team game holds every agent's decisions of a running game
+        num_envs = protocol_envs(game, params, num_envs)
     g = make_game(game, num_envs, seed=seed, **params)
     opponent = EpisodeMixture(selfplay_models, selfplay_w, rng)
     counts = allocate_episodes(league_w, episodes, minimum=num_envs)

@@ -200,7 +200,7 @@ class _UniformPlayer:
         return sample_rows(probs, generator), np.zeros(n, np.float32), np.zeros(n, np.float32)
 
 
-def _protocol_envs(game_name: str, params: dict | None, games: int) -> int:
+def protocol_envs(game_name: str, params: dict | None, games: int) -> int:
     """Environments stepped together: up to 64 games at once, fewer in a team game, whose every
     agent's decisions are held until its episode ends (``collect_rollout``); an even number where
     it can be, as each batch of games seats the policy in seat ``e % 2`` of environment ``e``."""
@@ -220,7 +220,7 @@ def _scores_through_protocol(game_name: str, params: dict | None, models, w: np.
     from policies.best_response import evaluate
     from policies.rollout import EpisodeMixture
 
-    game = make_game(game_name, _protocol_envs(game_name, params, games), seed=int(rng.integers(2**31)),
+    game = make_game(game_name, protocol_envs(game_name, params, games), seed=int(rng.integers(2**31)),
                      **(params or {}))
     if spec.kind == "uniform":
         anchor = EpisodeMixture([None], [1.0], rng)
