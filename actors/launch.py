@@ -578,6 +578,8 @@ def quality_text(status: dict[str, Any]) -> str:
     read 0 for a mixture a best response beats by a wide margin."""
     q = status.get("quality") or {}
     parts = [f"meta-expl {status.get('meta_exploitability', 0.0):.3f}"]
+    if "meta_game_agents" in status:  # how much of the pool the meta-game rests on
+        parts[0] += f" over {status['meta_game_agents']}/{status.get('pool_size', 0)} agents"
     if "nash_conv" in q:
         parts.append(f"NashConv {q['nash_conv']['value']:.3f}")
     if "meta_nash_conv" in q:

@@ -1,6 +1,6 @@
 """Does a team learn to fight? PPO with parameter sharing against a uniform random team, no Ray.
 
-    python -m bench.team_learning [--map-size 16] [--minutes 3] [--margin-only]
+    python -m bench.team_learning [--map-size 16] [--minutes 3 | --updates N] [--margin-only]
         [--param attack_penalty=0.0 ...] [--hidden 256 256]
 
 One network plays every agent of its side of MAgent2's battle (survivors scoring, at most 200
@@ -29,6 +29,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.team_learning", description=__doc__.split("\n\n")[0])
     parser.add_argument("--map-size", type=int, default=16, help="battle's map_size (16: 6 agents a side)")
     parser.add_argument("--minutes", type=float, default=3.0)
+    parser.add_argument("--updates", type=int, default=0, help="stop after this many PPO updates instead (0: --minutes)")
     parser.add_argument("--margin-only", action="store_true", help="no per-step rewards: the margin alone")
     parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                         help="a numeric parameter of battle, e.g. attack_penalty=0.0")
@@ -46,8 +47,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error(f"--param {text}: want KEY=NUMBER")
         if not sep or not key:
             parser.error(f"--param {text}: want KEY=NUMBER")
-    if args.minutes <= 0 or args.map_size < 12 or args.envs < 1 or args.batch < 1:
-        parser.error("--minutes must be > 0, --map-size >= 12, --envs >= 1, --batch >= 1")
+    if args.minutes <= 0 or args.updates < 0 or args.map_size < 12 or args.envs < 1 or args.batch < 1:
+        parser.error("--minutes must be > 0, --updates >= 0, --map-size >= 12, --envs >= 1, --batch >= 1")
     args.params = params
     return args
 
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(args.seed)
     uniform = EpisodeMixture([None], [1.0], rng)
     start, updates, decisions = time.time(), 0, 0
-    while time.time() - start < args.minutes * 60:
+    while updates < args.updates if args.updates else time.time() - start < args.minutes * 60:
         game.reset()
         rollout, scores = collect_rollout(game, model, uniform, args.batch, rng, value="game_score")
         stats = ppo_update(model, optimizer, rollout, ppo)

@@ -316,23 +316,30 @@ class League:
 
     # -- evaluation --------------------------------------------------------------
     def evaluation_pairs(self, n: int, unmeasured_only: bool = False) -> list[tuple[str, str]]:
-        """The ``n`` frozen pairs whose payoff is least certain (fewest games,
-        weighted up where the Nash puts weight). ``unmeasured_only``: only pairs
-        without any game (an exact evaluator measures a pair once: snapshots
-        are frozen); empty when there is nothing left to measure."""
+        """The ``n`` frozen pairs to measure next. Unmeasured pairs first, in the order the
+        meta-game takes agents in (``Publication.measured_ids``): each agent against those before
+        it, the meta-game Nash's members first, then the newest agent, the next newest, ... So a
+        new snapshot is measured against the Nash first and enters the meta-game within a few
+        pairs. Then the measured pairs whose payoff is least certain (fewest games, weighted up
+        where the Nash puts weight). ``unmeasured_only``: only pairs without any game (an exact
+        evaluator measures a pair once: snapshots are frozen); empty when there is nothing left."""
         ids = self.pool.ids()
         if len(ids) < 2:
             return []
         games = self.payoff.games_matrix(ids)
-        support = self.nash.support()
-        w = np.array([1.0 + 4.0 * support.get(a, 0.0) for a in ids])
-        uncertainty = np.outer(w, w) / np.sqrt(games + 1.0)
+        rank = np.empty(len(ids), dtype=np.int64)
+        rank[self.publication.evaluation_order(ids)] = np.arange(len(ids))
         iu = np.triu_indices(len(ids), 1)
-        candidates = np.arange(len(iu[0]))
-        if unmeasured_only:
-            candidates = candidates[games[iu] <= 0]
-        order = candidates[np.argsort(-uncertainty[iu][candidates], kind="stable")[:n]]
-        return [(ids[iu[0][k]], ids[iu[1][k]]) for k in order]
+        later, earlier = np.maximum(rank[iu[0]], rank[iu[1]]), np.minimum(rank[iu[0]], rank[iu[1]])
+        unmeasured = np.flatnonzero(games[iu] <= 0)
+        chosen = unmeasured[np.lexsort((earlier[unmeasured], later[unmeasured]))][:n]
+        if len(chosen) < n and not unmeasured_only:
+            support = self.nash.support()
+            w = np.array([1.0 + 4.0 * support.get(a, 0.0) for a in ids])
+            uncertainty = (np.outer(w, w) / np.sqrt(games + 1.0))[iu]
+            measured = np.flatnonzero(games[iu] > 0)
+            chosen = np.concatenate([chosen, measured[np.argsort(-uncertainty[measured], kind="stable")]])[:n]
+        return [(ids[iu[0][k]], ids[iu[1][k]]) for k in chosen]
 
     # -- reading ------------------------------------------------------------------
     def learner_views(self) -> dict[str, dict[str, Any]]:
@@ -366,16 +373,26 @@ class League:
             "nash_entropy": self.nash.entropy,
             "nash_support": len(self.nash.support()),
             "meta_exploitability": self.nash.meta_exploitability,
+            "meta_game_agents": len(self.nash.ids),  # the pool agents the published mixture was solved over
             "diversity_score": self.diversity_score(),
         }
 
     def nash_view(self, state: NashMixture | None = None) -> NashMixture:
         """The published mixture (or ``state``) as it is handed out: its support, with each member's
-        role and Elo."""
+        role and Elo, and the evidence under it (the agents its meta-game was solved over, and the
+        fewest games measured between a member and one of them)."""
         n = self.nash if state is None else state
         support = n.support()
+        known = [a for a in n.ids if a in self.pool]
+        members = [a for a in support if a in self.pool]
+        games = self.payoff.games_matrix(members, known).astype(np.float64)
+        column = {a: j for j, a in enumerate(known)}
+        for r, a in enumerate(members):
+            games[r, column[a]] = np.inf  # an agent against itself is not evidence
+        min_games = float(games.min()) if games.size and np.isfinite(games.min()) else 0.0
         return replace(n, ids=list(support), weights=list(support.values()),
-                       roles=[self.role_of(a) for a in support], elo=[self.elo.rating(a) for a in support])
+                       roles=[self.role_of(a) for a in support], elo=[self.elo.rating(a) for a in support],
+                       measured_agents=len(n.ids), pool_agents=len(self.pool), min_pair_games=min_games)
 
     def pool_view(self) -> list[dict[str, Any]]:
         """Every pool agent, oldest first, with its Elo (``GET /pool``)."""

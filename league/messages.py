@@ -517,8 +517,10 @@ class NashMixture:
     ``league.publication`` makes it: a meta-game solve (all measured agents, zero weights
     included) or the exact evaluator's least exploitable mixture; the store keeps its fields
     (``LeagueStore.save_nash``). The coordinator hands out its support with each member's
-    ``roles`` and ``elo`` filled in (``League.nash_view``; empty otherwise), and ``to_dict`` is the
-    body of ``GET /nash``. ``pool_version``: the pool it was made for; ``method``: the solver
+    ``roles`` and ``elo`` filled in (``League.nash_view``; empty otherwise), with the evidence under
+    it: ``measured_agents`` of the ``pool_agents`` in the pool entered the meta-game (each measured
+    against every other one), and ``min_pair_games`` is the fewest games measured between a member
+    and an agent of the meta-game. ``to_dict`` is the body of ``GET /nash``. ``pool_version``: the pool it was made for; ``method``: the solver
     (``league.nash.NashSolution.method``) or ``least_exploitable``."""
 
     ids: list[str] = field(default_factory=list)
@@ -531,6 +533,9 @@ class NashMixture:
     method: str = ""
     roles: list[str | None] = field(default_factory=list)
     elo: list[float] = field(default_factory=list)
+    measured_agents: int = 0
+    pool_agents: int = 0
+    min_pair_games: float = 0.0
 
     def __post_init__(self):
         object.__setattr__(self, "ids", list(self.ids))
@@ -555,5 +560,6 @@ class NashMixture:
                        for a, w, r, e in zip(self.ids, self.weights.tolist(), roles, elo)],
             "entropy": self.entropy, "meta_exploitability": self.meta_exploitability,
             "pool_version": self.pool_version, "solved_at": self.solved_at, "solve_seconds": self.solve_seconds,
-            "method": self.method,
+            "method": self.method, "measured_agents": self.measured_agents, "pool_agents": self.pool_agents,
+            "min_pair_games": self.min_pair_games,
         }

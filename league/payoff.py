@@ -218,9 +218,11 @@ class PayoffTable:
         np.fill_diagonal(m, 0.5)
         return m
 
-    def games_matrix(self, ids: Sequence[str]) -> np.ndarray:
-        idx = np.array([self._idx(a) for a in ids], dtype=np.int64)
-        sub = np.ix_(idx, idx)
+    def games_matrix(self, ids: Sequence[str], cols: Sequence[str] | None = None) -> np.ndarray:
+        """Games measured between ``ids`` (rows) and ``cols`` (default: ``ids`` again)."""
+        rows = np.array([self._idx(a) for a in ids], dtype=np.int64)
+        other = rows if cols is None else np.array([self._idx(a) for a in cols], dtype=np.int64)
+        sub = np.ix_(rows, other)
         return self._wins[sub] + self._draws[sub] + self._losses[sub]
 
     def _rates(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:

@@ -82,19 +82,37 @@ class Publication:
         return since >= every_results or (since > 0 and now - self.meta_nash.solved_at >= every_seconds)
 
     def measured_ids(self) -> list[str]:
-        """The pool agents, oldest first, each kept only if its games against
-        every agent kept before it have been measured. An unmeasured pair sits at
-        the prior 0.5, and a fresh snapshot at 0.5 against everyone would look
-        unbeatable to the Nash: the meta-game must rest on measured numbers."""
+        """The pool agents the meta-game rests on, oldest first: every pair among them has been
+        measured. An unmeasured pair would sit at the prior 0.5, and a fresh snapshot at 0.5
+        against everyone would look unbeatable to the Nash: the meta-game rests on measured numbers.
+
+        Agents are taken greedily, each kept only if measured against every agent kept before it
+        (:meth:`evaluation_order`): first the members of the last solve's Nash (heaviest first),
+        then the rest newest first.
+        So a new snapshot enters as soon as it has been measured against the Nash's members (the
+        evaluator measures those pairs first: :meth:`evaluation_order`), as in PSRO, where each
+        new policy joins the restricted game once its payoffs against the population are known
+        (Lanctot et al. 2017). Older agents it has not met yet wait outside until measured."""
         ids = self.pool.ids()
         if not ids:
             return []
         measured = self.payoff.games_matrix(ids) > 0
         keep: list[int] = []
-        for i in range(len(ids)):
+        for i in self.evaluation_order(ids):
             if measured[i, keep].all():
                 keep.append(i)
-        return [ids[i] for i in keep]
+        return [ids[i] for i in sorted(keep)]
+
+    def evaluation_order(self, ids: Sequence[str]) -> list[int]:
+        """Indices into ``ids`` (pool order, oldest first): the meta-game Nash's members, heaviest
+        first, then every other agent newest first. Before the first solve (no members yet, or
+        none left in ``ids``), oldest first: a fresh pool is measured as it grew."""
+        support = self.meta_nash.support()
+        members = sorted((i for i, a in enumerate(ids) if a in support), key=lambda i: -support[ids[i]])
+        if not members:
+            return list(range(len(ids)))
+        chosen = set(members)
+        return members + [i for i in reversed(range(len(ids))) if i not in chosen]
 
     def payoff_matrix(self) -> tuple[list[str], np.ndarray]:
         ids = self.measured_ids()

@@ -192,6 +192,8 @@ def test_the_progress_line_shows_probe_and_nash_conv_beside_meta_exploitability(
     from actors.launch import quality_text
 
     assert quality_text({"meta_exploitability": 0.0}) == "meta-expl 0.000"
+    assert quality_text({"meta_exploitability": 0.0, "meta_game_agents": 3, "pool_size": 40}) == (
+        "meta-expl 0.000 over 3/40 agents")
     status = {"meta_exploitability": 0.0, "quality": {"nash_conv": {"value": 2.73},
                                                        "probe": {"value": 0.8, "ci95": [0.71, 0.89]}}}
     assert quality_text(status) == "meta-expl 0.000 NashConv 2.730 probe BR +0.800 [0.710, 0.890]"

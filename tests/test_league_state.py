@@ -105,6 +105,9 @@ def test_read_models_describe_the_league(cfg):
     assert nash.ids == [a.agent_id] and nash.weights.tolist() == pytest.approx([1.0])
     assert nash.roles == ["main_agent"] and nash.elo == [league.elo.rating(a.agent_id)]
     assert nash.to_dict()["agents"][0]["agent_id"] == a.agent_id
+    # the evidence under it: both agents in the meta-game, measured exactly (the weight of 10^6 games)
+    assert (nash.measured_agents, nash.pool_agents, nash.min_pair_games) == (2, 2, 1e6)
+    assert nash.to_dict()["min_pair_games"] == 1e6
     assert [p["agent_id"] for p in league.pool_view()] == [a.agent_id, b.agent_id]
     payoff = league.payoff_view()
     assert payoff["ids"] == [a.agent_id, b.agent_id]
@@ -171,6 +174,26 @@ def test_evaluation_pairs_prefer_unmeasured(cfg):
     league.record_exact_many([(ids[0], ids[2], 0.5), (ids[1], ids[2], 0.5)])
     assert league.evaluation_pairs(10, unmeasured_only=True) == []  # an exact evaluator then rests
     assert len(league.evaluation_pairs(10)) == 3
+
+
+def test_evaluation_measures_new_snapshots_against_the_nash_first(cfg):
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    ids = [league.add_snapshot("main_agent-0", b"x", step=i)[0].agent_id for i in range(4)]
+    # v0 beats the rest; every pair measured
+    league.record_exact_many([(ids[i], ids[j], 1.0 if i == 0 else 0.5) for i in range(4) for j in range(i + 1, 4)])
+    assert league.solve_nash().support() == pytest.approx({ids[0]: 1.0})
+    new = [league.add_snapshot("main_agent-0", b"x", step=10 + i)[0].agent_id for i in range(2)]
+    # agent by agent in the order the meta-game takes them (the Nash's member, then newest first),
+    # each against those before it: the two new ones meet the Nash's member within two pairs
+    assert league.evaluation_pairs(3) == [(ids[0], new[1]), (ids[0], new[0]), (new[0], new[1])]
+    assert league.evaluation_pairs(100, unmeasured_only=True) == (
+        [(ids[0], new[1]), (ids[0], new[0]), (new[0], new[1]), (ids[3], new[1]), (ids[3], new[0]),
+         (ids[2], new[1]), (ids[2], new[0]), (ids[1], new[1]), (ids[1], new[0])])
+    league.record_exact(new[1], ids[0], 0.9)
+    assert league.measured_ids() == [ids[0], new[1]]  # in as soon as it met the Nash's member
+    assert league.solve_nash().support() == pytest.approx({new[1]: 1.0})
+    nash = league.nash_view()
+    assert (nash.measured_agents, nash.pool_agents, nash.min_pair_games) == (2, 6, 1e6)
 
 
 def test_stored_batches_are_counts_per_pair(cfg):

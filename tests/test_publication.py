@@ -50,12 +50,44 @@ def test_a_solve_is_due_when_the_pool_changed_or_results_came(tmp_path):
 
 def test_only_measured_agents_enter_the_meta_game():
     p = publication()
+    p.solve(pool_version=1, frozen_results=0)
     p.pool.insert(AgentRecord("fresh", 1, AgentType.MAIN_AGENT))
     p.payoff.add_agent("fresh")
     p.payoff.set_counts("fresh", "rock", 1.0, 0.0, 0.0)  # not measured against paper or scissors
     assert p.measured_ids() == list(RPS)
     ids, matrix = p.payoff_matrix()
     assert matrix[ids.index("paper"), ids.index("rock")] == 1.0
+
+
+def league_of_old_snapshots(n_old=6):
+    """A pool of ``n_old`` snapshots, each beaten by the next with certainty and every pair
+    measured; then a newer one measured only against the Nash's member: the newest old one."""
+    pool, payoff = AgentPool(), PayoffTable(decay=1.0)
+    ids = [f"v{i}" for i in range(n_old)]
+    for a in ids:
+        pool.insert(AgentRecord(a, 1, AgentType.MAIN_AGENT))
+        payoff.add_agent(a)
+    for i, a in enumerate(ids):
+        for b in ids[:i]:
+            payoff.set_counts(a, b, 16.0, 0.0, 0.0)  # newer beats older
+    return Publication(pool, payoff, EloTable(), {}, "nash"), ids
+
+
+def test_a_new_snapshot_enters_once_measured_against_the_nash_members():
+    p, ids = league_of_old_snapshots()
+    assert p.solve(pool_version=1, frozen_results=0).support() == pytest.approx({ids[-1]: 1.0})
+    p.pool.insert(AgentRecord("new", 1, AgentType.MAIN_AGENT))
+    p.payoff.add_agent("new")
+    assert p.measured_ids() == ids  # not measured against anyone: outside
+    p.payoff.set_counts("new", ids[-1], 16.0, 0.0, 0.0)  # beats the Nash's one member in all 16 games
+    # it enters though it never met the five older ones, which wait outside until measured against it
+    assert p.measured_ids() == [ids[-1], "new"]
+    state = p.solve(pool_version=2, frozen_results=16)
+    assert state.support() == pytest.approx({"new": 1.0})
+    p.payoff.set_counts(ids[0], "new", 16.0, 0.0, 0.0)  # the oldest turns out to beat the new one
+    assert p.measured_ids() == [ids[0], ids[-1], "new"]  # the pair completes a rock-paper-scissors cycle
+    state = p.solve(pool_version=2, frozen_results=32)
+    assert state.weights == pytest.approx([1 / 3] * 3, abs=1e-6)
 
 
 def test_a_published_mixture_stays_published_over_meta_game_solves(tmp_path):
