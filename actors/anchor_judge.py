@@ -10,7 +10,11 @@ recorded as the measurement ``anchor:<subject>:<anchor>``, and, where anchors
 have fixed ratings (``anchor_elo``; ``uniform`` is 1000), each subject's
 maximum-likelihood rating over those games as ``anchor_elo:<subject>``
 (``league.anchors``), in the spirit of AlphaStar's evaluation against scripted
-opponents of fixed rating (Vinyals et al. 2019).
+opponents of fixed rating (Vinyals et al. 2019). In a team game a round ends with
+one more game of the published mixture's heaviest member against the last anchor
+of the config, seats alternating by round, whose agents standing at every step
+are recorded as ``team_trace`` (``policies.anchors.survivors_trace``): the
+league page draws it.
 
 Anchors are never training opponents: nothing here reaches matchmaking. The
 first round plays as soon as the pool has a subject; each later one starts
@@ -33,7 +37,7 @@ import torch
 
 from league.anchors import anchor_ratings, anchored_elo, elo_kind, score_kind
 from league.config import Config
-from policies.anchors import score_against
+from policies.anchors import score_against, survivors_trace
 from policies.snapshot import policy_from_bytes
 
 log = logging.getLogger(__name__)
@@ -46,6 +50,9 @@ class AnchorJudgeImpl:
         self.coordinator = coordinator
         self.seed = int(seed)
         self.ratings = anchor_ratings(cfg.anchors, cfg.anchor_elo)
+        from envs import game_info
+
+        self.team_game = game_info(cfg.game.name, **cfg.game.kwargs).team_size > 1
         self._stop = threading.Event()
         self.rounds = 0  # loop turns, idle ones too (as Evaluator.get_stats)
         self.judged = 0  # rounds that scored at least one subject
@@ -97,9 +104,19 @@ class AnchorJudgeImpl:
                     "anchors": {a: self.ratings[a] for a in cfg.anchors if a in self.ratings},
                     "games": sum(n for _, _, n in rated)}))
                 scored["elo"] = elo
+            if subject == "published" and self.team_game and cfg.anchors:
+                self._trace(ids, models, weights, pool_version)
         if out:
             self.judged += 1
         return out
+
+    def _trace(self, ids: list[str], models: list, weights: list[float], pool_version: int) -> None:
+        """One game of the heaviest member against the last anchor, with its survivors at every step."""
+        best = max(range(len(ids)), key=lambda i: weights[i])
+        trace = survivors_trace(self.cfg.game.name, self.cfg.game.kwargs, models[best], self.cfg.anchors[-1],
+                                seat=self.judged % 2, seed=self.seed + 1000 * self.judged + 999)
+        ray.get(self.coordinator.record_measurement.remote("team_trace", trace["score"], {
+            **trace, "agent": ids[best], "pool_version": pool_version}))
 
     def run(self) -> int:
         every = self.cfg.evaluator.anchor_every_seconds

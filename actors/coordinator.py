@@ -64,7 +64,8 @@ def disk_full(exc: BaseException) -> bool:
 
 
 # measurement kinds the coordinator shows beside meta-exploitability (GET /status, /nash, metrics)
-QUALITY_KINDS = {"nash_conv": "nash_conv", "meta_nash_conv": "meta_nash_conv", "probe": "probe_br_return"}
+QUALITY_KINDS = {"nash_conv": "nash_conv", "meta_nash_conv": "meta_nash_conv", "probe": "probe_br_return",
+                 "team_trace": "team_trace"}
 
 
 class LeagueCoordinatorImpl:

@@ -222,16 +222,7 @@ def _scores_through_protocol(game_name: str, params: dict | None, models, w: np.
 
     game = make_game(game_name, protocol_envs(game_name, params, games), seed=int(rng.integers(2**31)),
                      **(params or {}))
-    if spec.kind == "uniform":
-        anchor = EpisodeMixture([None], [1.0], rng)
-    else:
-        bot = make_protocol_bot(spec, game)
-
-        def anchor(obs, mask):
-            actions = np.asarray(bot.act(obs, mask)).reshape(-1)
-            if len(actions) != len(obs):
-                raise ValueError(f"anchor {spec.name!r}: act returned {len(actions)} actions for {len(obs)} rows")
-            return actions
+    anchor = EpisodeMixture([None], [1.0], rng) if spec.kind == "uniform" else _protocol_anchor(spec, game, rng)
     out = []
     for model, n in zip(models, rng.multinomial(games, w)):
         if n:
@@ -239,6 +230,59 @@ def _scores_through_protocol(game_name: str, params: dict | None, models, w: np.
             out.append(evaluate(game, player, anchor, int(n), rng, greedy=False, seats="alternate",
                                 value="game_score")[:n])
     return np.concatenate(out)
+
+
+def _protocol_anchor(spec: AnchorSpec, game, rng: np.random.Generator):
+    """Anchor ``spec`` as ``anchor(obs, mask) -> actions`` on the ``VectorGame`` ``game``."""
+    if spec.kind == "uniform":
+        return lambda obs, mask: _UniformPlayer().act(obs, mask, generator=rng)[0]
+    bot = make_protocol_bot(spec, game)
+
+    def anchor(obs, mask):
+        actions = np.asarray(bot.act(obs, mask)).reshape(-1)
+        if len(actions) != len(obs):
+            raise ValueError(f"anchor {spec.name!r}: act returned {len(actions)} actions for {len(obs)} rows")
+        return actions
+    return anchor
+
+
+def survivors_trace(game_name: str, params: dict | None, model, anchor: str, seat: int = 0,
+                    seed: int = 0) -> dict:
+    """One game of a team game, ``model`` (its side in ``seat``) against ``anchor``, with the agents
+    each side has acting at every step: what the league page draws as the latest evaluation.
+    ``{"anchor", "seat", "survivors": [[policy's, anchor's], ...] (one pair a step, the start
+    included), "score"}``; ``score`` is the game's own score of the policy's side."""
+    from envs import make_game
+    from envs.base import NO_ACTION
+    from policies.rollout import TwoSeatPlay
+
+    spec = parse_anchor(anchor)
+    if spec.kind == "mcts" or (spec.kind == "factory" and is_openspiel_game(game_name)):
+        raise ValueError(f"anchor {spec.name!r}: a survivors trace is played through the game protocol "
+                         f"(uniform, or a factory anchor of a game that is not an OpenSpiel game)")
+    rng = np.random.default_rng(seed)
+    game = make_game(game_name, 1, seed=seed, **(params or {}))
+    bot = _protocol_anchor(spec, game, rng)
+    play = TwoSeatPlay(game, np.array([seat]))
+    game.reset(seed)
+    survivors = []
+    while True:
+        alive = game.alive()[0].sum(axis=1)
+        survivors.append([int(alive[seat]), int(alive[1 - seat])])
+        mine, theirs = play.decisions()
+        actions = np.full((1, 2, game.team_size), NO_ACTION, dtype=np.int64)
+        if len(mine.rows):
+            actions[mine.rows, mine.seats, mine.agents] = model.act(mine.obs, mine.mask, generator=rng)[0]
+        if len(theirs.rows):
+            actions[theirs.rows, theirs.seats, theirs.agents] = bot(theirs.obs, theirs.mask)
+        result = game.step_team(actions)
+        if result.done[0]:
+            returns = result.returns[:1]
+            if getattr(game, "scoring", None) == "survivors":  # the returns are who stands at the end
+                survivors.append([int(returns[0, seat]), int(returns[0, 1 - seat])])
+            score = float(game.score(returns)[0])
+            return {"anchor": spec.name, "seat": int(seat), "survivors": survivors,
+                    "score": score if seat == 0 else 1.0 - score}
 
 
 def _scores_against_bot(game_name: str, params: dict | None, models, w: np.ndarray, spec: AnchorSpec,

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
+from test_league_page import browser, wait  # noqa: F401 (browser is a fixture)
 
 from actors.outbox import ledgers
 from envs import NO_ACTION
@@ -230,19 +231,23 @@ def test_pettingzoo_classic_leagues(user_ray, tmp_path, game, params):
 BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
 
 
-def test_a_team_game_league_serves_its_squads_through_serve_and_nash_act(user_ray, tmp_path):
+def test_a_team_game_league_serves_its_squads_through_serve_and_nash_act(user_ray, browser, tmp_path):  # noqa: F811
     """MAgent2 battle, 6 agents a side, by config alone (configs/battle.yaml at a small map): frozen
     team opponents go through the Serve deployment, snapshots enter the pool and the Nash, every
     acknowledged game is stored once, and ``/nash/act`` drives a whole squad in one call (one
-    episode id: one Nash member plays all its agents)."""
+    episode id: one Nash member plays all its agents). The anchor judge scores the published
+    mixture against the scripted team, and the league page draws its latest game against it:
+    the agents each side had standing at every step."""
     pytest.importorskip("magent2")
+    from selenium.webdriver.common.by import By
+
     from envs import make_game
 
     teams = {"prefix": ["red_", "blue_"], "score": "survivors", "max_cycles": 30}
     squad = make_game(BATTLE, 1, seed=3, teams=teams, map_size=16).observe_side(0)
     assert len(squad.env) == 6
     port = 8137
-    answer = {}
+    answer, page = {}, {}
 
     def until(status):
         if status["pool_size"] >= 2 and status["nash_support"] >= 1 and status["games"] >= 200 and not answer:
@@ -250,16 +255,33 @@ def test_a_team_game_league_serves_its_squads_through_serve_and_nash_act(user_ra
                 "observations": squad.obs.tolist(), "legal_masks": squad.mask.astype(int).tolist(),
                 "episode_ids": [7] * len(squad.env), "seed": 1})
             answer.update(r.json(), status=r.status_code)
-        return bool(answer)
+        if answer and not page:
+            trace = requests.get(f"http://127.0.0.1:{port}/nash", timeout=30).json()["quality"].get("team_trace")
+            if trace is not None:
+                browser.get(f"http://127.0.0.1:{port}/")
+                wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#survivors polyline")) == 2)
+                lines = browser.find_elements(By.CSS_SELECTOR, "#survivors polyline")
+                page.update(trace=trace, sides={l.get_attribute("data-side"): int(l.get_attribute("data-final"))
+                                                for l in lines},
+                            anchors=[r.get_attribute("data-anchor")
+                                     for r in browser.find_elements(By.CSS_SELECTOR, "#anchors tbody tr")])
+        return bool(answer) and bool(page)
 
     status, final, stats = run_league(
         tmp_path, BATTLE, "game.params={map_size: 16}",
         "game.teams={prefix: [red_, blue_], score: survivors, max_cycles: 30}", "policy.hidden=[32, 32]",
         "rollout.envs_per_worker=4", "rollout.steps_per_batch=1024", "ppo.minibatch_size=256",
         "roles.main_agent.snapshot_every_steps=2000", "roles.main_exploiter.snapshot_every_steps=2000",
-        "roles.main_exploiter.min_steps_before_snapshot=1000", "anchors=[]", "serve.api=true",
+        "roles.main_exploiter.min_steps_before_snapshot=1000", "anchors=[policies.scripted:attack_nearest]",
+        "evaluator.anchor_games=2", "evaluator.anchor_every_seconds=5", "serve.api=true",
         f"serve.port={port}", "rollout.opponent_inference=serve", until=until, timeout=240,
         config="configs/battle.yaml")
+    trace = page["trace"]
+    rows = np.array(trace["survivors"])
+    assert rows[0].tolist() == [6, 6] and (np.diff(rows, axis=0) <= 0).all(), trace
+    assert trace["anchor"] == "policies.scripted:attack_nearest" and trace["value"] == trace["score"]
+    assert page["sides"] == {"published": rows[-1][0], "anchor": rows[-1][1]}, page
+    assert page["anchors"] == ["policies.scripted:attack_nearest"], page
     assert answer.get("status") == 200, (answer, status)
     assert len(answer["actions"]) == 6 and len(set(answer["members"])) == 1
     assert all(0 <= a < 21 for a in answer["actions"])

@@ -137,6 +137,23 @@ def test_the_scripted_team_beats_a_uniform_random_team():
     assert out["games"] == 20 and out["score"] <= 0.2, out
 
 
+def test_a_survivors_trace_counts_the_agents_standing_and_ends_with_the_games_score():
+    """``survivors_trace``: one game against the scripted team, the agents each side has standing
+    at every step, the start and the end included. Nobody revives, so the counts never rise; the
+    score is the game's survivors score of the traced side, whichever seat it played."""
+    from policies.anchors import _UniformPlayer, survivors_trace
+
+    for seat in (0, 1):
+        t = survivors_trace(BATTLE, battle_params(16), _UniformPlayer(), SCRIPTED, seat=seat, seed=seat)
+        rows = np.array(t["survivors"])
+        assert t["seat"] == seat and t["anchor"] == SCRIPTED and rows[0].tolist() == [6, 6]
+        assert (np.diff(rows, axis=0) <= 0).all() and 2 <= len(rows) <= 200 + 2
+        mine, theirs = rows[-1]
+        assert t["score"] == (1.0 if mine > theirs else 0.5 if mine == theirs else 0.0), t
+    with pytest.raises(ValueError, match="game protocol"):
+        survivors_trace("connect_four", None, _UniformPlayer(), "mcts:10")
+
+
 def test_uniform_against_uniform_on_a_team_game_scores_one_half_by_the_games_score():
     """Identical random teams with seats alternated: the expected score is 1/2. With summed
     rewards decided by comparison each game is a win or a loss (a tie needs equal sums), so the
