@@ -48,7 +48,8 @@ per game, printed when that game is done::
      "anchors": {"mcts:100": {"league": {"median", "values", ...}, "selfplay": {...}}, ...}
     }
 
-with ``env_steps_per_s`` (median and values) in each side's record.
+with ``env_steps_per_s`` and ``trained_agent_steps_per_s`` (agent decisions the learners trained
+on; median and values) in each side's record.
 
 Lower is better for the measure. Run it alone under the Ray lock; a real table
 (three games, 3 seeds, 10-30 minutes each) takes hours.
@@ -284,6 +285,18 @@ def env_steps_per_s(storage: Path, run_seconds: float) -> float:
         store.close()
 
 
+def trained_steps_per_s(storage: Path, run_seconds: float) -> float:
+    """Agent decisions the run's learners trained on (their stored steps: in a team game one per
+    acting agent of the learner's side) over its wall-clock seconds, start-up included."""
+    from league.store import LeagueStore
+
+    store = LeagueStore(storage, create=False)
+    try:
+        return sum(float(r["step"]) for r in store.learners()) / max(run_seconds, 1e-9)
+    finally:
+        store.close()
+
+
 def random_stepping(game: str, params: dict, num_envs: int, seconds: float = 5.0, seed: int = 0) -> dict:
     """Uniformly random actions through the game's team view (the path the league plays on), on
     ``num_envs`` environments (the config's ``rollout.envs_per_worker``), for ``seconds``: env steps
@@ -373,6 +386,7 @@ def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
         anchors = default_anchors(name, params) or list(load_config(config_path(game), list(args.set)).anchors)
     sides: dict[str, dict[str, list]] = {s: {"values": [], "support": [], "ci95": [], "run_seconds": [],
                                              "measure_seconds": [], "env_steps_per_s": [],
+                                             "trained_agent_steps_per_s": [],
                                              "anchors": {a: [] for a in anchors}} for s in SIDES}
     stores: dict[tuple[str, int], Path] = {}
     measure_name = "nash_conv" if exact else "approx_exploitability"
@@ -391,6 +405,7 @@ def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
         rec["run_seconds"].append(round(run_s, 1))
         rec["measure_seconds"].append(round(measure_s, 1))
         rec["env_steps_per_s"].append(round(env_steps_per_s(storage, run_s), 1))
+        rec["trained_agent_steps_per_s"].append(round(trained_steps_per_s(storage, run_s), 1))
         scores = anchor_scores(name, params, storage, anchors, args.anchor_games, seed) if anchors else {}
         for a, score in scores.items():
             rec["anchors"][a].append(score)
@@ -410,8 +425,9 @@ def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
         rec = sides[side]
         if exact:
             rec.pop("ci95")
-        steps = rec.pop("env_steps_per_s")
-        out[side] = {**summary(rec.pop("values")), **rec, "env_steps_per_s": summary(steps)}
+        steps, trained = rec.pop("env_steps_per_s"), rec.pop("trained_agent_steps_per_s")
+        out[side] = {**summary(rec.pop("values")), **rec, "env_steps_per_s": summary(steps),
+                     "trained_agent_steps_per_s": summary(trained)}
     if anchors:
         out["anchors"] = {a: {side: summary(per_anchor[side][a]) for side in SIDES} for a in anchors}
         out["anchor_games"] = args.anchor_games

@@ -230,3 +230,10 @@ def test_env_steps_per_s_is_the_stored_counter_over_the_run_seconds(tmp_path):
         with store.transaction() as db:
             db.execute("INSERT INTO counters VALUES ('env_steps', 12000.0)")
     assert bench.env_steps_per_s(tmp_path / "run", 60.0) == pytest.approx(200.0)
+
+
+def test_trained_agent_steps_per_s_sums_the_learners_stored_steps(tmp_path):
+    with LeagueStore(tmp_path / "run") as store:
+        store.save_learner("main_agent-0", "main_agent", 3, 9000, None)
+        store.save_learner("main_exploiter-0", "main_exploiter", 1, 3000, None)
+    assert bench.trained_steps_per_s(tmp_path / "run", 60.0) == pytest.approx(200.0)
