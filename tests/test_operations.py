@@ -147,13 +147,11 @@ def test_a_long_runs_operations_backup_compaction_full_disk_and_resume_elsewhere
     lines: list[str] = []
     try:
         _wait_for_progress(proc, lines)
-        deadline = time.time() + 90
-        while time.time() < deadline:  # the running league has compacted its store once
-            with LeagueStore(run, create=False) as store:
-                if store.get_meta("compacted_batches", 0) > 0:
-                    break
-            time.sleep(1)
-        time.sleep(4)  # batches since, under a payoff checkpoint: what compaction of the copy removes
+        # the running league has compacted its store, and again (so that its next pass is ~5 s
+        # away), then a payoff checkpoint included batches since: what compaction of the copy removes
+        compacted = _poll(lambda: _compacted(run) or None, "a first compaction in the league")
+        _poll(lambda: _compacted(run) > compacted, "another compaction in the league")
+        _poll(lambda: _compactable(run) > 0, "batches under a payoff checkpoint since the last compaction")
         out = subprocess.run([sys.executable, "-m", "league.backup", "--storage", str(run), "--out", str(restored)],
                              cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
@@ -206,6 +204,31 @@ def test_a_long_runs_operations_backup_compaction_full_disk_and_resume_elsewhere
         assert store.result_count() - info["games"] == acked == store.counters()["games"] - want["counters"]["games"]
     if cannot_mount:
         pytest.skip(f"the full-disk part: {cannot_mount}")
+
+
+def _poll(ready, what: str, timeout: float = 90):
+    """What ``ready()`` gives once truthy, checked every quarter second."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        got = ready()
+        if got:
+            return got
+        time.sleep(0.25)
+    raise AssertionError(f"no {what} in {timeout:.0f} s")
+
+
+def _compacted(storage) -> int:
+    with LeagueStore(storage, create=False) as store:
+        return store.get_meta("compacted_batches", 0)
+
+
+def _compactable(storage) -> int:
+    """The result batches ``compact_results`` would remove now: those the payoff checkpoint
+    includes, less each sender's newest."""
+    with LeagueStore(storage, create=False) as store:
+        ((n,),) = store._query("SELECT count(*) FROM results WHERE id <= ? AND id NOT IN "
+                               "(SELECT max(id) FROM results GROUP BY source)", (int(store.get_meta("tables_through", 0)),))
+    return n
 
 
 def _games(storage) -> int:
