@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -159,6 +160,23 @@ def start_job(state):
     return state["job"]
 
 
+def interrupt_launcher(storage: Path) -> None:
+    """Ctrl-C (SIGINT) the job's launcher, the driver process on the head node (every node is a
+    process of this machine), as an operator stops a league before its budget."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if argv[1:3] == ["-m", "actors.launch"] and f"run.storage={storage}" in argv:  # not `ray job submit`
+            pids.append(int(proc.name))
+    assert len(pids) == 1, f"expected one launcher on {storage}, found {pids}"
+    os.kill(pids[0], signal.SIGINT)
+
+
 def actors_by_name():
     from ray.util.state import list_actors
 
@@ -293,6 +311,8 @@ def test_node_loss_restarts_its_actors_elsewhere_and_loses_nothing_acknowledged(
         actors_by_name()["coordinator"]), timeout=120, what="the coordinator back with the league going on")
     assert back.node_id == cluster["head"]
 
+    # stopped now rather than at its budget: the launcher flushes, exits 0 and the job succeeds
+    interrupt_launcher(cluster["storage"])
     assert job["proc"].wait(timeout=240) == 0, open(job["log"]).read()[-3000:]
     out = open(job["log"]).read()
     assert "stopped; the league is in" in out and f"storage {cluster['storage']}" in out

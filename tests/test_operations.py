@@ -1,6 +1,7 @@
-"""Running a league for a long time, as an operator does: an online backup resumed elsewhere,
-compaction that changes nothing a resume sees, and a full disk survived, all on one league. The
-launcher as a subprocess, real Ray, SQLite on a real (small) file system."""
+"""Running a league for a long time, as an operator does: an online backup resumed elsewhere (under
+a one-minute ``bench.soak``), compaction that changes nothing a resume sees, and a full disk
+survived, all on one league. The launcher as a subprocess, real Ray, SQLite on a real (small)
+file system."""
 
 import json
 import os
@@ -20,6 +21,7 @@ from league.league import League
 from league.retention import compact_results
 from league.store import LeagueStore
 from test_launch import ENV, ROOT, _wait_for_progress, assert_exact_accounting
+from test_soak import assert_one_soak_line, soak_command
 
 SMOKE = ROOT / "configs" / "smoke.yaml"
 
@@ -137,7 +139,7 @@ def test_a_long_runs_operations_backup_compaction_full_disk_and_resume_elsewhere
     compacts its store as it goes; an online backup is taken while it runs; its disk fills (it stops
     acknowledging, loses nothing, says so) and empties (it goes on by itself). Then compaction of the
     copy changes nothing a resume sees, and the launcher resumes from the copy on another path with
-    exactly the backed-up league."""
+    exactly the backed-up league, under a one-minute soak that prints its one JSON line."""
     disk, restored = tmp_path / "disk", tmp_path / "restored"
     cannot_mount = _mount_tmpfs(disk, "48m")
     run = (tmp_path if cannot_mount else disk) / "run"
@@ -147,13 +149,11 @@ def test_a_long_runs_operations_backup_compaction_full_disk_and_resume_elsewhere
     lines: list[str] = []
     try:
         _wait_for_progress(proc, lines)
-        deadline = time.time() + 90
-        while time.time() < deadline:  # the running league has compacted its store once
-            with LeagueStore(run, create=False) as store:
-                if store.get_meta("compacted_batches", 0) > 0:
-                    break
-            time.sleep(1)
-        time.sleep(4)  # batches since, under a payoff checkpoint: what compaction of the copy removes
+        # the running league has compacted its store, and again (so that its next pass is ~5 s
+        # away), then a payoff checkpoint included batches since: what compaction of the copy removes
+        compacted = _poll(lambda: _compacted(run) or None, "a first compaction in the league")
+        _poll(lambda: _compacted(run) > compacted, "another compaction in the league")
+        _poll(lambda: _compactable(run) > 0, "batches under a payoff checkpoint since the last compaction")
         out = subprocess.run([sys.executable, "-m", "league.backup", "--storage", str(run), "--out", str(restored)],
                              cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
@@ -189,33 +189,54 @@ def test_a_long_runs_operations_backup_compaction_full_disk_and_resume_elsewhere
         assert len(store._query("SELECT 1 FROM results")) == batches - got["batches"]
     assert _restored(restored, frozen) == (want, digest)
 
-    # the launcher resumed from the copy, on another path: it starts with exactly the backed-up league
-    proc, lines = _launch(restored, "run.max_minutes=5"), []
-    try:
-        _stop_when(proc, lines, lambda: _games(restored) > info["games"] and _solves(restored) > info["nash_solves"])
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    # the launcher resumed from the copy, on another path, under a one-minute soak (bench.soak, as an
+    # operator checks that a run stays flat): it starts with exactly the backed-up league, and the
+    # soak prints its one JSON line
+    out = subprocess.run(soak_command("--storage", str(restored)), cwd=ROOT, env=ENV, capture_output=True, text=True,
+                         timeout=300)
+    assert_one_soak_line(out)
     with LeagueStore(restored, create=False) as store:
         starts = store.events("coordinator_start")
         assert starts[-1]["state_digest"] == digest
         assert store.result_count() > info["games"]  # and it went on
         assert len(store.nash_history()) > info["nash_solves"]
-        # the resumed league's own senders: every game acknowledged there is stored once
+        # the resumed league's own senders: every game acknowledged there is stored once, nothing
+        # left pending (the launcher flushed them at its budget)
+        assert [l["source"] for l in ledgers(restored) if l["pending"]] == []
         acked = sum(l["items"] for l in ledgers(restored) if not l["source"].startswith("learner:"))
         assert store.result_count() - info["games"] == acked == store.counters()["games"] - want["counters"]["games"]
     if cannot_mount:
         pytest.skip(f"the full-disk part: {cannot_mount}")
 
 
+def _poll(ready, what: str, timeout: float = 90):
+    """What ``ready()`` gives once truthy, checked every quarter second."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        got = ready()
+        if got:
+            return got
+        time.sleep(0.25)
+    raise AssertionError(f"no {what} in {timeout:.0f} s")
+
+
+def _compacted(storage) -> int:
+    with LeagueStore(storage, create=False) as store:
+        return store.get_meta("compacted_batches", 0)
+
+
+def _compactable(storage) -> int:
+    """The result batches ``compact_results`` would remove now: those the payoff checkpoint
+    includes, less each sender's newest."""
+    with LeagueStore(storage, create=False) as store:
+        ((n,),) = store._query("SELECT count(*) FROM results WHERE id <= ? AND id NOT IN "
+                               "(SELECT max(id) FROM results GROUP BY source)", (int(store.get_meta("tables_through", 0)),))
+    return n
+
+
 def _games(storage) -> int:
     with LeagueStore(storage, create=False) as store:
         return store.result_count()
-
-
-def _solves(storage) -> int:
-    with LeagueStore(storage, create=False) as store:
-        return len(store.nash_history())
 
 
 def _fill_the_disk_and_empty_it(proc, lines, disk, storage) -> None:

@@ -1,5 +1,7 @@
 """bench.soak as a user runs it: one JSON line with the slopes an operator reads (keys and counts,
-not targets), from a real league under the launcher; and its arithmetic on known samples."""
+not targets), from a real league under the launcher; and its arithmetic on known samples. The
+one-minute soak itself runs in tests/test_operations.py, on the league resumed from an online
+backup (one launcher start serves both)."""
 
 import json
 import subprocess
@@ -8,7 +10,6 @@ import sys
 import pytest
 
 from bench.soak import actor_kind, slope_per_hour, summarize
-from test_launch import ENV, ROOT
 
 KEYS = {"samples", "store_bytes_per_hour", "rss_mb_per_hour", "fds_growth", "throughput_drift", "object_store_mb"}
 
@@ -35,11 +36,15 @@ def test_summary_fits_the_second_half_and_compares_quarters():
     assert slope_per_hour([0.0], [1.0]) == 0.0
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-def test_a_one_minute_soak_prints_one_json_line():
-    out = subprocess.run([sys.executable, "-m", "bench.soak", "--minutes", "1", "--interval", "5", "--config",
-                          "configs/smoke.yaml"], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+def soak_command(*args: str) -> list[str]:
+    """A one-minute soak of the shipped smoke config, sampled every 5 s."""
+    return [sys.executable, "-m", "bench.soak", "--minutes", "1", "--interval", "5", "--config", "configs/smoke.yaml",
+            *args]
+
+
+def assert_one_soak_line(out: subprocess.CompletedProcess) -> dict:
+    """What a one-minute soak (``soak_command``) prints: one JSON line with the keys, a sample every
+    5 s, every actor kind of the league and a store that grew. Returns the line."""
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1, out.stdout
@@ -49,3 +54,4 @@ def test_a_one_minute_soak_prints_one_json_line():
     assert {"coordinator", "learner", "rollout_worker", "evaluator"} <= set(got["rss_mb_per_hour"])
     assert got["processes"]["learner"] == 3 and got["processes"]["coordinator"] == 1
     assert got["store_bytes"] > 0
+    return got
