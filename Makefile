@@ -24,12 +24,15 @@ setup: $(STAMP)
 run: setup
 	$(PY) -m actors.launch $(ARGS)
 
-# The tests that start no Ray on every core (pytest-xdist), then those that do, one after
-# another (only one local Ray at a time). Either half may select nothing when PYTEST_ARGS names tests of
-# the other kind; both selecting nothing (pytest's exit code 5) fails.
+# The tests that start Ray run one after another (only one local Ray at a time); the tests that
+# start none run beside them in one more process, their output held until the Ray tests are
+# done (the Ray tests spend much of their time waiting on start-ups and leagues). Either half may
+# select nothing when PYTEST_ARGS names tests of the other kind; both selecting nothing
+# (pytest's exit code 5) fails.
 test: setup prometheus browser
-	@$(PY) -m pytest -q -n auto -m "not ray" $(PYTEST_ARGS); pure=$$?; \
+	@log=$$(mktemp); $(PY) -m pytest -q -m "not ray" $(PYTEST_ARGS) >$$log 2>&1 & pid=$$!; \
 	$(PY) -m pytest -q -m ray $(PYTEST_ARGS); ray=$$?; \
+	wait $$pid; pure=$$?; echo "== the tests that start no Ray:"; cat $$log; rm -f $$log; \
 	echo "make test: pure tests exit $$pure, Ray tests exit $$ray"; \
 	if [ $$pure = 5 ] && [ $$ray = 5 ]; then exit 5; fi; \
 	[ $$pure = 0 -o $$pure = 5 ] && [ $$ray = 0 -o $$ray = 5 ]
