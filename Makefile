@@ -25,12 +25,13 @@ run: setup
 	$(PY) -m actors.launch $(ARGS)
 
 # The tests that start Ray run one after another (only one local Ray at a time); the tests that
-# start none run beside them in one more process, their output held until the Ray tests are
-# done (the Ray tests spend much of their time waiting on start-ups and leagues). Either half may
+# start none run beside them in one more process at the lowest CPU priority (nice 19: they take
+# the cycles the Ray tests leave, which wait much of their time on start-ups and leagues, and do
+# not slow them), their output held until the Ray tests are done. Either half may
 # select nothing when PYTEST_ARGS names tests of the other kind; both selecting nothing
 # (pytest's exit code 5) fails.
 test: setup prometheus browser
-	@log=$$(mktemp); $(PY) -m pytest -q -m "not ray" $(PYTEST_ARGS) >$$log 2>&1 & pid=$$!; \
+	@log=$$(mktemp); nice -n 19 $(PY) -m pytest -q -m "not ray" $(PYTEST_ARGS) >$$log 2>&1 & pid=$$!; \
 	$(PY) -m pytest -q -m ray $(PYTEST_ARGS); ray=$$?; \
 	wait $$pid; pure=$$?; echo "== the tests that start no Ray:"; cat $$log; rm -f $$log; \
 	echo "make test: pure tests exit $$pure, Ray tests exit $$ray"; \

@@ -35,6 +35,7 @@ from typing import Any
 import ray
 import torch
 
+from envs import game_info
 from league.anchors import anchor_ratings, anchored_elo, elo_kind, score_kind
 from league.config import Config
 from policies.anchors import score_against, survivors_trace
@@ -50,8 +51,6 @@ class AnchorJudgeImpl:
         self.coordinator = coordinator
         self.seed = int(seed)
         self.ratings = anchor_ratings(cfg.anchors, cfg.anchor_elo)
-        from envs import game_info
-
         self.team_game = game_info(cfg.game.name, **cfg.game.kwargs).team_size > 1
         self._stop = threading.Event()
         self.rounds = 0  # loop turns, idle ones too (as Evaluator.get_stats)

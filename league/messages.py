@@ -520,8 +520,9 @@ class NashMixture:
     ``roles`` and ``elo`` filled in (``League.nash_view``; empty otherwise), with the evidence under
     it: ``measured_agents`` of the ``pool_agents`` in the pool entered the meta-game (each measured
     against every other one), and ``min_pair_games`` is the fewest games measured between a member
-    and an agent of the meta-game. ``to_dict`` is the body of ``GET /nash``. ``pool_version``: the pool it was made for; ``method``: the solver
-    (``league.nash.NashSolution.method``) or ``least_exploitable``."""
+    and an agent of the meta-game. ``to_dict`` is the body of ``GET /nash``. ``pool_version``: the
+    pool it was made for; ``method``: the solver (``league.nash.NashSolution.method``) or
+    ``least_exploitable``."""
 
     ids: list[str] = field(default_factory=list)
     weights: np.ndarray = field(default_factory=lambda: np.zeros(0))

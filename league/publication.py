@@ -86,12 +86,11 @@ class Publication:
         measured. An unmeasured pair would sit at the prior 0.5, and a fresh snapshot at 0.5
         against everyone would look unbeatable to the Nash: the meta-game rests on measured numbers.
 
-        Agents are taken greedily, each kept only if measured against every agent kept before it
-        (:meth:`evaluation_order`): first the members of the last solve's Nash (heaviest first),
-        then the rest newest first.
-        So a new snapshot enters as soon as it has been measured against the Nash's members (the
-        evaluator measures those pairs first: :meth:`evaluation_order`), as in PSRO, where each
-        new policy joins the restricted game once its payoffs against the population are known
+        Agents are taken greedily in :meth:`evaluation_order` (the last solve's Nash members,
+        heaviest first, then the rest newest first), each kept only if measured against every
+        agent kept before it. So a new snapshot enters as soon as it has been measured against the
+        Nash's members (the evaluator measures those pairs first), as in PSRO, where each new
+        policy joins the restricted game once its payoffs against the population are known
         (Lanctot et al. 2017). Older agents it has not met yet wait outside until measured."""
         ids = self.pool.ids()
         if not ids:
