@@ -274,27 +274,16 @@ def measure(game: str, params: dict, exact: bool, storage: Path, probe_steps: in
     return out
 
 
-def env_steps_per_s(storage: Path, run_seconds: float) -> float:
-    """The run's env steps (the store's counter) over its wall-clock seconds, start-up included."""
+def stored_rates(storage: Path, run_seconds: float) -> dict[str, float]:
+    """Over the run's wall-clock seconds, start-up included: its env steps (the store's counter),
+    and the agent decisions its learners trained on (their stored steps: in a team game one per
+    acting agent of the learner's side)."""
     from league.store import LeagueStore
 
-    store = LeagueStore(storage, create=False)
-    try:
-        return float(store.counters().get("env_steps", 0.0)) / max(run_seconds, 1e-9)
-    finally:
-        store.close()
-
-
-def trained_steps_per_s(storage: Path, run_seconds: float) -> float:
-    """Agent decisions the run's learners trained on (their stored steps: in a team game one per
-    acting agent of the learner's side) over its wall-clock seconds, start-up included."""
-    from league.store import LeagueStore
-
-    store = LeagueStore(storage, create=False)
-    try:
-        return sum(float(r["step"]) for r in store.learners()) / max(run_seconds, 1e-9)
-    finally:
-        store.close()
+    seconds = max(run_seconds, 1e-9)
+    with LeagueStore(storage, create=False) as store:
+        return {"env_steps_per_s": float(store.counters().get("env_steps", 0.0)) / seconds,
+                "trained_agent_steps_per_s": sum(float(r["step"]) for r in store.learners()) / seconds}
 
 
 def random_stepping(game: str, params: dict, num_envs: int, seconds: float = 5.0, seed: int = 0) -> dict:
@@ -404,8 +393,8 @@ def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
         rec["ci95"].append(m.get("ci95"))
         rec["run_seconds"].append(round(run_s, 1))
         rec["measure_seconds"].append(round(measure_s, 1))
-        rec["env_steps_per_s"].append(round(env_steps_per_s(storage, run_s), 1))
-        rec["trained_agent_steps_per_s"].append(round(trained_steps_per_s(storage, run_s), 1))
+        for key, rate in stored_rates(storage, run_s).items():
+            rec[key].append(round(rate, 1))
         scores = anchor_scores(name, params, storage, anchors, args.anchor_games, seed) if anchors else {}
         for a, score in scores.items():
             rec["anchors"][a].append(score)

@@ -36,18 +36,28 @@ from typing import Any
 from league.store import LeagueStore, StoreError
 
 
+# the result batches a payoff/Elo checkpoint includes (``id <= tables_through``), except each
+# sender's newest, which exactly-once needs
+_COMPACTABLE = "FROM results WHERE id <= ? AND id NOT IN (SELECT max(id) FROM results GROUP BY source)"
+
+
+def compactable(store: LeagueStore) -> dict[str, int]:
+    """What :func:`compact_results` would remove now, read without changing anything:
+    ``{"batches": n, "games": g}``."""
+    through = int(store.get_meta("tables_through", 0))
+    ((batches, games),) = store._query(f"SELECT count(*), coalesce(sum(n), 0) {_COMPACTABLE}", (through,))
+    return {"batches": int(batches), "games": int(games)}
+
+
 def compact_results(store: LeagueStore) -> dict[str, int]:
     """Delete the result batches the payoff/Elo checkpoint includes, except each sender's newest
     (exactly-once needs it), in one transaction. Returns ``{"batches": n, "games": g}`` removed."""
     with store.transaction() as db:
         through = int(json.loads(db.execute("SELECT value FROM meta WHERE key = 'tables_through'").fetchone()[0]))
-        keep = "SELECT max(id) FROM results GROUP BY source"
-        batches, games = db.execute(
-            f"SELECT count(*), coalesce(sum(n), 0) FROM results WHERE id <= ? AND id NOT IN ({keep})",
-            (through,)).fetchone()
+        batches, games = db.execute(f"SELECT count(*), coalesce(sum(n), 0) {_COMPACTABLE}", (through,)).fetchone()
         if not batches:
             return {"batches": 0, "games": 0}
-        db.execute(f"DELETE FROM results WHERE id <= ? AND id NOT IN ({keep})", (through,))
+        db.execute(f"DELETE {_COMPACTABLE}", (through,))
         for key, n in (("compacted_batches", batches), ("compacted_games", games)):
             row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(int(n) + (json.loads(row[0]) if row else 0))))

@@ -224,16 +224,12 @@ def test_anchor_scores_of_a_stored_mixture_are_its_scores_against_the_bots(tmp_p
     assert out["mcts:100"] < 0.3
 
 
-def test_env_steps_per_s_is_the_stored_counter_over_the_run_seconds(tmp_path):
+def test_stored_rates_are_the_env_step_counter_and_the_learners_steps_over_the_run_seconds(tmp_path):
     with LeagueStore(tmp_path / "run") as store:
         store.set_meta("game", "kuhn_poker")
         with store.transaction() as db:
             db.execute("INSERT INTO counters VALUES ('env_steps', 12000.0)")
-    assert bench.env_steps_per_s(tmp_path / "run", 60.0) == pytest.approx(200.0)
-
-
-def test_trained_agent_steps_per_s_sums_the_learners_stored_steps(tmp_path):
-    with LeagueStore(tmp_path / "run") as store:
         store.save_learner("main_agent-0", "main_agent", 3, 9000, None)
         store.save_learner("main_exploiter-0", "main_exploiter", 1, 3000, None)
-    assert bench.trained_steps_per_s(tmp_path / "run", 60.0) == pytest.approx(200.0)
+    assert bench.stored_rates(tmp_path / "run", 60.0) == pytest.approx(
+        {"env_steps_per_s": 200.0, "trained_agent_steps_per_s": 200.0})

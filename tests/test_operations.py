@@ -18,7 +18,7 @@ from actors.outbox import ledgers, node_run_dir
 from league.backup import league_state, state_digest
 from league.config import load_config
 from league.league import League
-from league.retention import compact_results
+from league.retention import compact_results, compactable
 from league.store import LeagueStore
 from test_launch import ENV, ROOT, _wait_for_progress, assert_exact_accounting
 from test_soak import assert_one_soak_line, soak_command
@@ -151,7 +151,7 @@ def test_a_long_runs_operations_backup_compaction_full_disk_and_resume_elsewhere
         _wait_for_progress(proc, lines)
         # the running league has compacted its store, and again (so that its next pass is ~5 s
         # away), then a payoff checkpoint included batches since: what compaction of the copy removes
-        compacted = _poll(lambda: _compacted(run) or None, "a first compaction in the league")
+        compacted = _poll(lambda: _compacted(run), "a first compaction in the league")
         _poll(lambda: _compacted(run) > compacted, "another compaction in the league")
         _poll(lambda: _compactable(run) > 0, "batches under a payoff checkpoint since the last compaction")
         out = subprocess.run([sys.executable, "-m", "league.backup", "--storage", str(run), "--out", str(restored)],
@@ -226,12 +226,8 @@ def _compacted(storage) -> int:
 
 
 def _compactable(storage) -> int:
-    """The result batches ``compact_results`` would remove now: those the payoff checkpoint
-    includes, less each sender's newest."""
     with LeagueStore(storage, create=False) as store:
-        ((n,),) = store._query("SELECT count(*) FROM results WHERE id <= ? AND id NOT IN "
-                               "(SELECT max(id) FROM results GROUP BY source)", (int(store.get_meta("tables_through", 0)),))
-    return n
+        return compactable(store)["batches"]
 
 
 def _games(storage) -> int:

@@ -10,7 +10,7 @@ import pytest
 
 from league.backup import backup, league_state, state_digest
 from league.league import League
-from league.retention import apply, archive_snapshots, compact_results, main as retention_main, prune_history
+from league.retention import apply, archive_snapshots, compact_results, compactable, main as retention_main, prune_history
 from league.store import LeagueStore
 from test_result_pairs import assert_same_league, league_with_pool, random_batch
 
@@ -36,13 +36,15 @@ def test_compaction_then_resume_gives_the_same_league_and_retries_stay_repeats(t
     games = store.result_count()
     assert through == 9 and games == 13 * 200 and store.tables_through() == through
 
+    assert compactable(store) == {"batches": 8, "games": 8 * 200}  # read: nothing removed yet
+    assert store.result_count() == games and len(store._query("SELECT 1 FROM results")) == 13
     got = compact_results(store)
     # every batch up to the checkpoint goes but each sender's newest (here all after it, but evaluator:0's)
     assert got == {"batches": 8, "games": 8 * 200}
     assert store._query("SELECT source, seq FROM results ORDER BY id") == [
         ("evaluator:0", 3), ("w0", 4), ("w1", 4), ("w0", 5), ("w1", 5)]
     assert store.result_count() == games  # compacted games still count
-    assert compact_results(store) == {"batches": 0, "games": 0}  # idempotent
+    assert compact_results(store) == {"batches": 0, "games": 0} == compactable(store)  # idempotent
 
     resumed = League(league.cfg, LeagueStore(tmp_path))
     assert_same_league(resumed, league)
