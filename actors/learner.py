@@ -104,13 +104,13 @@ class LearnerImpl:
         self._last_checkpoint = time.time()
 
     def _publish(self) -> None:
-        self._weights = (self.version, policy_to_bytes(self.model))
+        self._weights = (self.version, self.step, policy_to_bytes(self.model))
 
     # -- rollout workers ---------------------------------------------------------
     def get_weights(self, known_version: int = -1) -> WeightsReply:
-        """The current version and policy blob; no blob when ``known_version`` is current."""
-        version, blob = self._weights
-        return WeightsReply(version, None if version == known_version else blob)
+        """The current version, its step and policy blob; no blob when ``known_version`` is current."""
+        version, step, blob = self._weights
+        return WeightsReply(version, None if version == known_version else blob, step)
 
     def submit(self, rollout: Rollout, groups: EpisodeGroups | None = None) -> LearnerAck:
         """Take a batch of this learner's transitions; train when enough are buffered.

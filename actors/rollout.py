@@ -59,8 +59,10 @@ class RolloutWorkerImpl:
         served = cfg.rollout.opponent_inference == "serve"
         n_lanes = cfg.rollout.lanes if served else 1
         self.per_lane = max(1, cfg.rollout.envs_per_worker // n_lanes)
-        games = [make_game(cfg.game.name, self.per_lane, seed=seed_int(cfg.run.seed, "worker", worker_id, "lane", i),
-                           **cfg.game.kwargs) for i in range(n_lanes)]
+        self.n_lanes = n_lanes
+        self.stage = len(cfg.game.curriculum)  # the game itself until the learner's step is known
+        self.learner_step = 0
+        games = self._games(self.stage)
         if opponents is None and served:
             from serve.opponents import ServedOpponents
 
@@ -101,6 +103,8 @@ class RolloutWorkerImpl:
         self._apply_weights(learner_id, ray.get(ref))
 
     def _apply_weights(self, learner_id: str, reply: WeightsReply) -> None:
+        if learner_id == self.learner_id:
+            self.learner_step = reply.step
         if reply.blob is not None:
             model = policy_from_bytes(reply.blob)
             model.eval()
@@ -132,16 +136,37 @@ class RolloutWorkerImpl:
 
     def _rebuild(self, errors: int):
         seed = seed_int(self.cfg.run.seed, "worker", self.worker_id, "rebuild", errors)
-        return make_game(self.cfg.game.name, self.per_lane, seed=seed, **self.cfg.game.kwargs)
+        return make_game(self.cfg.game.name, self.per_lane, seed=seed, **self.cfg.game.stage_kwargs(self.stage))
+
+    # -- the curriculum ------------------------------------------------------------------
+    def _games(self, stage: int) -> list:
+        """One game a lane, of curriculum stage ``stage`` (``len(game.curriculum)``: the game itself)."""
+        game = self.cfg.game
+        tag = ("stage", stage) if stage < len(game.curriculum) else ()
+        return [make_game(game.name, self.per_lane, seed=seed_int(self.cfg.run.seed, "worker", self.worker_id, "lane", i, *tag),
+                          **game.stage_kwargs(stage)) for i in range(self.n_lanes)]
+
+    def _follow_curriculum(self) -> None:
+        """Play the curriculum stage of the learner's step (``game.curriculum``): a stage's games are
+        not reported (the payoff is the game's), its env steps and transitions are."""
+        stage = self.cfg.game.stage(self.learner_step)
+        if stage == self.stage:
+            return
+        last = len(self.cfg.game.curriculum)
+        log.info("%s: curriculum stage %d of %d (%s) from learner step %d", self.worker_id, stage + 1, last + 1,
+                 self.cfg.game.stage_kwargs(stage), self.learner_step)
+        self.stage = stage
+        self.lanes.set_games(self._games(stage), report_games=stage == last)
 
     def stop(self) -> None:
         self._stop.set()
 
     def get_stats(self) -> dict[str, Any]:
         """Env steps, episodes, transitions submitted, matches drawn per matchmaking branch and
-        result batches (games) acknowledged, in this life; ``games_acked_all_lives`` from the outbox ledger."""
+        result batches (games) acknowledged, in this life; ``games_acked_all_lives`` from the outbox
+        ledger; the curriculum stage played (``len(game.curriculum)``: the game itself)."""
         return {**self.stats, **self.lanes.counts, "branches": dict(self.lanes.matches.branches),
-                "games_acked_all_lives": self.outbox.items}
+                "games_acked_all_lives": self.outbox.items, "curriculum_stage": self.stage}
 
     # -- the plan ------------------------------------------------------------------
     def _poll_plan(self, block: bool = False) -> None:
@@ -171,6 +196,7 @@ class RolloutWorkerImpl:
         self._poll_plan(block=True)
         # group ids never reused, also by a restarted worker (numbered from the clock, in microseconds)
         self.lanes.start(time.time_ns() // 1000)
+        self._follow_curriculum()
         inflight: list = []  # plain play: transitions sent to the learner, not yet acknowledged
         delivery = None  # the delivery in flight
         last_report = time.time()
@@ -179,6 +205,7 @@ class RolloutWorkerImpl:
         while not self._stop.is_set():
             self._poll_plan()
             self._poll_refreshes()
+            self._follow_curriculum()
             self.lanes.step()
             games = len(self.lanes.results)
             due = games >= cfg.results_batch_size or (games > 0 and time.time() - last_report > 2.0)

@@ -39,12 +39,24 @@ WEIGHTING = ("hard", "squared", "variance", "linear", "linear_capped")
 
 
 @dataclass
+class CurriculumStage:
+    """One stage of ``game.curriculum``: the learner's rollout workers play the game with
+    ``params`` (over ``game.params``) while the learner has trained on fewer than ``until_step``
+    decisions."""
+
+    until_step: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class GameConfig:
     name: str = "kuhn_poker"
     params: dict[str, Any] = field(default_factory=dict)
     # how a team game's agents form its two sides (envs.teams, docs/teams.md); only
     # "pettingzoo-parallel:..." games take it
     teams: dict[str, Any] | None = None
+    # stages of smaller games the rollout workers play first (docs/teams.md, "Curriculum")
+    curriculum: list[CurriculumStage] = field(default_factory=list)
 
     @property
     def kwargs(self) -> dict[str, Any]:
@@ -52,6 +64,32 @@ class GameConfig:
         team game. The store keeps it as the run's ``game_params``, so that everything rebuilding
         the game from a store (the report, export, the probe) builds this very game."""
         return {**self.params, "teams": self.teams} if self.teams is not None else dict(self.params)
+
+    def stage(self, step: int) -> int:
+        """The curriculum stage of a learner at ``step`` trained decisions: the index of the first
+        stage whose ``until_step`` it has not reached, ``len(curriculum)`` for the game itself."""
+        for i, stage in enumerate(self.curriculum):
+            if step < stage.until_step:
+                return i
+        return len(self.curriculum)
+
+    def stage_kwargs(self, stage: int) -> dict[str, Any]:
+        """``kwargs`` of curriculum stage ``stage``: its params over the game's."""
+        if stage >= len(self.curriculum):
+            return self.kwargs
+        return {**self.kwargs, **self.curriculum[stage].params}
+
+    def validate(self) -> None:
+        if not self.name:
+            raise ConfigError("game.name", "must not be empty")
+        last = 0
+        for i, stage in enumerate(self.curriculum):
+            if stage.until_step <= last:
+                raise ConfigError(f"game.curriculum[{i}].until_step",
+                                  f"must be > {last} (stages in order of the learner's steps), got {stage.until_step}")
+            last = stage.until_step
+            if "teams" in stage.params:
+                raise ConfigError(f"game.curriculum[{i}].params", "a stage changes the game's params, not its teams")
 
 
 @dataclass
@@ -439,8 +477,7 @@ class Config:
             getattr(self.roles, r).count for r in ("main_exploiter", "league_exploiter")
         ):
             raise ConfigError("roles.main_agent.count", "the league needs at least one learner")
-        if not self.game.name:
-            raise ConfigError("game.name", "must not be empty")
+        self.game.validate()
         _unit("league.payoff_decay", self.league.payoff_decay, open_low=True)
         _nonneg("league.payoff_prior_games", self.league.payoff_prior_games)
         _positive("league.pool_max_size", self.league.pool_max_size)
@@ -708,6 +745,30 @@ def load_config(path: str | os.PathLike | Mapping[str, Any] | None = None, overr
     return from_dict(Config, data).validate()
 
 
+def _check_stage(cfg: Config, i: int, info) -> None:
+    """Curriculum stage ``i`` builds a game that the league's networks can play: the game's
+    observation and actions, a team no larger than the game's; no grouped objective (a stage's
+    games are not reported, and a group's are)."""
+    from envs import game_info
+    from envs.teams import TeamError
+
+    key = f"game.curriculum[{i}].params"
+    for role in ("main_agent", "main_exploiter", "league_exploiter"):
+        if getattr(cfg.roles, role).objective.grouped:
+            raise ConfigError("game.curriculum", f"a curriculum is not for grouped objectives (roles.{role}.objective)")
+    try:
+        stage = game_info(cfg.game.name, **cfg.game.stage_kwargs(i))
+    except (ValueError, TypeError) as exc:
+        message = str(exc).split(": ", 1)[1] if isinstance(exc, TeamError) else str(exc)
+        raise ConfigError(key, (message.splitlines() or [type(exc).__name__])[0]) from None
+    shape, game_shape = stage.obs_shape or (stage.obs_size,), info.obs_shape or (info.obs_size,)
+    if (shape, stage.num_actions) != (game_shape, info.num_actions):
+        raise ConfigError(key, f"the stage's game observes {shape} with {stage.num_actions} actions; the game "
+                               f"observes {game_shape} with {info.num_actions}: a stage must keep both")
+    if stage.team_size > info.team_size:
+        raise ConfigError(key, f"the stage's teams have {stage.team_size} agents, more than the game's {info.team_size}")
+
+
 def check_runnable(cfg: Config):
     """The checks that need the game and the code a config names, after ``load_config``: the game
     exists (and a game brought by module path keeps the protocol of envs/base.py), the network builds
@@ -739,6 +800,8 @@ def check_runnable(cfg: Config):
         raise ConfigError(exc.key, str(exc).split(": ", 1)[1].splitlines()[0]) from None
     except (ValueError, TypeError) as exc:
         raise ConfigError("game.name", str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    for i, _ in enumerate(cfg.game.curriculum):
+        _check_stage(cfg, i, info)
     if info.team_size > 1:
         for role in ("main_agent", "main_exploiter", "league_exploiter"):
             objective = getattr(cfg.roles, role).objective

@@ -486,10 +486,12 @@ class SnapshotReply:
 
 @dataclass(frozen=True)
 class WeightsReply:
-    """A learner's current version; ``blob`` is None when the caller already has it."""
+    """A learner's current version and the decisions it has trained on when it took it (``step``);
+    ``blob`` is None when the caller already has it."""
 
     version: int
     blob: bytes | None
+    step: int
 
 
 @dataclass(frozen=True)

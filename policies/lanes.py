@@ -284,6 +284,7 @@ class Lanes:
         self.num_actions, self.obs_size = games[0].num_actions, games[0].obs_size
         self.team_size = games[0].team_size
         self.version = -1
+        self.report_games = True  # False: finished games are not in ``results`` (a curriculum stage's)
         self.held: dict[int, Any] = {}  # learner version -> policy, while a group plays it
         self.counts = {"env_steps": 0, "episodes": 0, "game_errors": 0}  # since the worker started
 
@@ -321,6 +322,26 @@ class Lanes:
         for lane in self.lanes:
             if lane.prepared:
                 self._finish(lane)
+
+    def set_games(self, games: list[VectorGame], report_games: bool) -> None:
+        """Play ``games`` from now on, one per lane (a curriculum's next stage): the steps prepared
+        are taken, then each lane's running episodes are dropped, as after a game's error, and start
+        again in the new game with the same opponents. ``report_games``: whether the games that
+        finish from now on go to ``results`` (their transitions go to the learner either way).
+        A new game keeps the observation, the actions and the environments of the old; its teams
+        may be smaller than ``team_size``, never larger."""
+        for lane, game in zip(self.lanes, games, strict=True):
+            if (game.num_envs, game.obs_size, game.num_actions) != (lane.game.num_envs, self.obs_size,
+                                                                   self.num_actions) or game.team_size > self.team_size:
+                raise ValueError(f"{game.name}: {game.num_envs} envs of {game.obs_size} observations, "
+                                 f"{game.num_actions} actions and teams of {game.team_size} cannot replace "
+                                 f"{lane.game.num_envs} envs of {self.obs_size}, {self.num_actions} and {self.team_size}")
+        self.finish_prepared()
+        for lane, game in zip(self.lanes, games):
+            lane.game = game
+            lane.play = TwoSeatPlay(game, lane.play.seat)
+            self._restart(lane)
+        self.report_games = report_games
 
     # -- what finished ------------------------------------------------------------------
     def take_batch(self, source: str, seq: int, learner_id: str) -> ResultBatch:
@@ -446,7 +467,8 @@ class Lanes:
         if len(complete):
             played = complete.decisions > 0
             self.recorder.finish(complete.episode[played], complete.returns[played], complete.decisions[played])
-            self.results.add(complete.opponent.reshape(-1), complete.scores.reshape(-1))
+            if self.report_games:
+                self.results.add(complete.opponent.reshape(-1), complete.scores.reshape(-1))
             if self.keep_groups:
                 self.completed.append(complete)
         lane.decisions[rows] = 0
@@ -465,13 +487,18 @@ class Lanes:
         log.error("%s: %s %s raised %s: %s; dropping the %d running episodes of its lane and restarting them",
                   self.name, doing, lane.game.name, type(exc).__name__, exc, lane.game.num_envs,
                   exc_info=errors <= 3)
-        self.recorder.drop(lane.episode)
         try:
             lane.game.reset()
         except Exception as exc2:
             log.error("%s: %s: reset raised %s too; building the game anew", self.name, lane.game.name, exc2)
             lane.game = self.rebuild(errors)
             lane.play = TwoSeatPlay(lane.game, lane.play.seat)
+        self._restart(lane)
+
+    def _restart(self, lane: Lane) -> None:
+        """Drop the lane's running episodes (no decision of theirs reaches the learner) and number its
+        environments' episodes anew, in the same group slots: the game was just reset or built."""
+        self.recorder.drop(lane.episode)
         E = lane.game.num_envs
         lane.episode = np.arange(self._next_episode, self._next_episode + E)
         self._next_episode += E

@@ -237,7 +237,8 @@ def test_a_team_game_league_serves_its_squads_through_serve_and_nash_act(user_ra
     acknowledged game is stored once, and ``/nash/act`` drives a whole squad in one call (one
     episode id: one Nash member plays all its agents). The anchor judge scores the published
     mixture against the scripted team, and the league page draws its latest game against it:
-    the agents each side had standing at every step."""
+    the agents each side had standing at every step. The learner's first 3,000 decisions are a
+    curriculum stage at 2 agents a side; its workers move on to the game itself."""
     pytest.importorskip("magent2")
     from selenium.webdriver.common.by import By
 
@@ -270,6 +271,7 @@ def test_a_team_game_league_serves_its_squads_through_serve_and_nash_act(user_ra
     status, final, stats = run_league(
         tmp_path, BATTLE, "game.params={map_size: 16}",
         "game.teams={prefix: [red_, blue_], score: survivors, max_cycles: 30}", "policy.hidden=[32, 32]",
+        "game.curriculum=[{until_step: 3000, params: {map_size: 12}}]",
         "rollout.envs_per_worker=4", "rollout.steps_per_batch=1024", "ppo.minibatch_size=256",
         "roles.main_agent.snapshot_every_steps=2000", "roles.main_exploiter.snapshot_every_steps=2000",
         "roles.main_exploiter.min_steps_before_snapshot=1000", "anchors=[policies.scripted:attack_nearest]",
@@ -287,6 +289,7 @@ def test_a_team_game_league_serves_its_squads_through_serve_and_nash_act(user_ra
     assert all(0 <= a < 21 for a in answer["actions"])
     assert final["pool_size"] >= 2 and final["games"] >= 200, final
     assert sum(s["env_steps"] for s in stats.values()) > 0
+    assert [s["curriculum_stage"] for s in stats.values()] == [1] * len(stats), stats
     assert assert_exact_accounting(tmp_path) == final["games"]
     with LeagueStore(tmp_path, create=False) as store:
         assert store.get_meta("game") == BATTLE

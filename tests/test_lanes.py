@@ -177,6 +177,20 @@ def test_plain_lanes_report_every_finished_episode_and_its_transitions():
 BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
 
 
+def play_team_steps(lanes, n: int) -> tuple[int, int, int]:
+    """``n`` steps of every lane, then the step prepared: the learner's decisions made, the most
+    rows of one env in one step, and the decisions of the episodes still running."""
+    decisions, most = 0, 0
+    for _ in range(n):
+        lanes.step()
+        for lane in lanes.lanes:
+            decisions += len(lane.learner)
+            if len(lane.learner):
+                most = max(most, int(np.bincount(lane.learner.rows).max()))
+    lanes.finish_prepared()
+    return decisions, most, sum(int(lane.decisions.sum()) for lane in lanes.lanes)
+
+
 def test_team_lanes_give_each_agent_its_own_trajectory_and_each_game_one_result():
     """MAgent2 battle, two agents a side: every acting agent of the learner's side is a row of the
     learner's decisions and has a trajectory of its own, ending with its team's margin; the
@@ -186,18 +200,11 @@ def test_team_lanes_give_each_agent_its_own_trajectory_and_each_game_one_result(
                 "score": "survivors", "max_cycles": 12}, map_size=12)
     lanes = h.lanes
     assert lanes.team_size == 2
-    submitted, rows_per_env, decisions = [], [], 0
+    submitted = []
     submit = h.opponents.submit
     h.opponents.submit = lambda ids, codes, obs, mask: submitted.append(len(obs)) or submit(ids, codes, obs, mask)
-    for _ in range(40):
-        lanes.step()
-        for lane in lanes.lanes:
-            decisions += len(lane.learner)
-            if len(lane.learner):
-                rows_per_env.append(np.bincount(lane.learner.rows).max())
-    lanes.finish_prepared()
-    assert max(rows_per_env) == 2  # both agents of the learner's side decide in one env on one step
-    running = sum(int(lane.decisions.sum()) for lane in lanes.lanes)
+    decisions, most, running = play_team_steps(lanes, 40)
+    assert most == 2  # both agents of the learner's side decide in one env on one step
     rollout = lanes.recorder.take()
     batch = lanes.take_batch("worker:x", 1, LEARNER)
     episodes = lanes.counts["episodes"]
@@ -214,3 +221,34 @@ def test_team_lanes_give_each_agent_its_own_trajectory_and_each_game_one_result(
     assert 0 <= batch.score.sum() <= len(batch)
     # frozen opponents' rows went out in at most one request per lane per step, several agents each
     assert 0 < len(submitted) <= 40 * 2 and max(submitted) > 3
+
+
+def test_a_curriculum_stage_plays_smaller_teams_and_reports_no_game():
+    """Lanes on battle at 6 a side switch to 2 a side (a curriculum stage): the running episodes are
+    dropped, every finished stage episode's decisions reach the learner as one trajectory per agent
+    and no stage game is reported; back on the game itself, its games are."""
+    pytest.importorskip("magent2")
+    teams = {"prefix": ["red_", "blue_"], "score": "survivors", "max_cycles": 12}
+    h = Harness(k=1, keep_groups=False, envs=4, lanes=2, game=BATTLE, teams=teams, map_size=16)
+    lanes = h.lanes
+    assert lanes.team_size == 6
+    for _ in range(5):  # 4 steps taken, the 5th prepared: no episode of 12 steps ends
+        lanes.step()
+    lanes.set_games([make_game(BATTLE, 2, seed=50 + i, teams=teams, map_size=12) for i in range(2)], report_games=False)
+    assert lanes.counts["episodes"] == 0 and lanes.recorder.take() is None  # the prepared step taken, then dropped
+    decisions, most, running = play_team_steps(lanes, 40)
+    assert most == 2
+    rollout = lanes.recorder.take()
+    batch = lanes.take_batch("worker:x", 1, LEARNER)
+    stage_episodes = lanes.counts["episodes"]
+    assert stage_episodes >= 4 * 3 and len(rollout) == decisions - running
+    assert rollout.num_episodes == 2 * stage_episodes  # one trajectory per agent of the stage's teams
+    assert len(batch) == 0 and batch.env_steps == lanes.counts["env_steps"] == 45 * 4  # env steps go on
+    with pytest.raises(ValueError, match="cannot replace"):
+        lanes.set_games([make_game("kuhn_poker", 2, seed=i) for i in range(2)], report_games=True)
+    lanes.set_games([make_game(BATTLE, 2, seed=60 + i, teams=teams, map_size=16) for i in range(2)], report_games=True)
+    for _ in range(30):
+        lanes.step()
+    lanes.finish_prepared()
+    batch = lanes.take_batch("worker:x", 2, LEARNER)
+    assert len(batch) == lanes.counts["episodes"] - stage_episodes > 0  # the game's own games, each reported

@@ -427,3 +427,45 @@ def test_team_learning_bench_refuses_a_bad_parameter_and_prints_json_lines(capsy
     for line in lines:
         assert 0.0 <= line["score_vs_uniform"] <= 1.0 and line["games"] >= 1
         assert line["decisions"] >= 256 * line["updates"] and line["params"] == {"attack_penalty": 0.0}
+
+
+def curriculum_config(stages, **game):
+    from league.config import load_config
+
+    return load_config({"game": {"name": BATTLE, "teams": TEAMS, "params": {"map_size": 16}, **game,
+                                 "curriculum": stages}})
+
+
+def test_a_curriculum_stage_is_the_game_with_its_params_until_the_learner_reaches_its_step():
+    from league.config import check_runnable
+
+    cfg = curriculum_config([{"until_step": 1000, "params": {"map_size": 12}},
+                             {"until_step": 5000, "params": {"map_size": 14, "attack_penalty": 0.0}}])
+    assert [cfg.game.stage(s) for s in (0, 999, 1000, 4999, 5000, 10**9)] == [0, 0, 1, 1, 2, 2]
+    assert cfg.game.stage_kwargs(0) == {"map_size": 12, "teams": TEAMS}
+    assert cfg.game.stage_kwargs(1) == {"map_size": 14, "attack_penalty": 0.0, "teams": TEAMS}
+    assert cfg.game.stage_kwargs(2) == cfg.game.kwargs == {"map_size": 16, "teams": TEAMS}
+    assert check_runnable(cfg).team_size == 6
+    assert curriculum_config([]).game.stage(0) == 0  # no curriculum: the game itself from the start
+
+
+@pytest.mark.parametrize("stages, extra, key, words", [
+    ([{"until_step": 0, "params": {"map_size": 12}}], {}, "game.curriculum[0].until_step", "must be > 0"),
+    ([{"until_step": 10, "params": {}}, {"until_step": 10, "params": {}}], {}, "game.curriculum[1].until_step",
+     "must be > 10"),
+    ([{"until_step": 10, "params": {"teams": TEAMS}}], {}, "game.curriculum[0].params", "not its teams"),
+    ([{"until_step": 10, "steps": 5}], {}, "game.curriculum[0].steps", "unknown key"),
+    ([{"until_step": 10, "params": {"map_size": 8}}], {}, "game.curriculum[0].params", "at least 12"),
+    ([{"until_step": 10, "params": {"map_size": 20}}], {}, "game.curriculum[0].params",
+     "the stage's teams have 12 agents, more than the game's 6"),
+    ([{"until_step": 10, "params": {"minimap_mode": True}}], {}, "game.curriculum[0].params",
+     "a stage must keep both"),
+])
+def test_curriculum_config_errors_are_one_line_naming_the_key(stages, extra, key, words):
+    from league.config import ConfigError, check_runnable
+
+    with pytest.raises(ConfigError) as info:
+        check_runnable(curriculum_config(stages, **extra))
+    text = str(info.value)
+    assert info.value.key == key and text.startswith(f"{key}: ") and "\n" not in text
+    assert words in text
