@@ -1,7 +1,8 @@
 """Does a team learn to fight? PPO with parameter sharing against a uniform random team, no Ray.
 
     python -m bench.team_learning [--map-size 16] [--minutes 3 | --updates N] [--margin-only]
-        [--param attack_penalty=0.0 ...] [--hidden 256 256]
+        [--param attack_penalty=0.0 ...] [--hidden 256 256] [--critic shared|separate|central]
+        [--eval-games N]
 
 One network plays every agent of its side of MAgent2's battle (survivors scoring, at most 200
 steps) against a team that acts uniformly at random, seats drawn per game, and is trained by the
@@ -13,6 +14,16 @@ league. ``--param KEY=VALUE`` sets a parameter of battle (a number), e.g. its
 decisions, the score against uniform of the batch's games (1 more survivors, 0.5 as many), the
 mean reward of a trajectory and the policy's entropy. It shows in minutes what a league's
 learner faces in the first minutes of ``configs/battle.yaml``.
+
+``--critic`` chooses the value function: ``shared`` (the league's ``net: mlp``, one trunk for the
+policy and the value), ``separate`` (an actor and a critic of their own, each an MLP of
+``--hidden`` on the agent's own observation) or ``central`` (the same towers, the critic seeing
+the agent's observation and the mean observation of its team's acting agents in its environment:
+a centralized critic in MAPPO's sense, Yu et al. 2022, "The Surprising Effectiveness of PPO in
+Cooperative Multi-Agent Games"). The actor sees the agent's own observation in all three.
+``--eval-games N`` ends with one more JSON line: the trained policy's score against a uniform
+random team and against the scripted team (``policies.scripted:attack_nearest``), N games each,
+seats alternating (``policies.anchors``).
 """
 
 from __future__ import annotations
@@ -23,6 +34,53 @@ import sys
 import time
 
 BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
+CRITICS = ("shared", "separate", "central")
+SCRIPTED = "policies.scripted:attack_nearest"
+
+
+def team_mean_view(game):
+    """``game`` with each row's observation followed by the mean observation of its side's acting
+    agents in its environment (the rows of a side come in environment order)."""
+    import numpy as np
+
+    class TeamMeanView:
+        obs_size = 2 * game.obs_size
+
+        def __getattr__(self, name):
+            return getattr(game, name)
+
+        def observe_side(self, side: int):
+            b = game.observe_side(side)
+            if not len(b.env):
+                return b._replace(obs=np.zeros((0, self.obs_size), np.float32))
+            starts = np.flatnonzero(np.r_[True, b.env[1:] != b.env[:-1]])
+            means = np.add.reduceat(b.obs, starts, axis=0) / np.diff(np.r_[starts, len(b.env)])[:, None]
+            rows = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(b.env)]))
+            return b._replace(obs=np.concatenate([b.obs, means[rows].astype(np.float32)], axis=1))
+
+    return TeamMeanView()
+
+
+def two_towers(obs_size: int, num_actions: int, hidden: tuple[int, ...], central: bool):
+    """An actor on the first ``obs_size`` columns and a critic on them (or, ``central``, on all of
+    a ``team_mean_view`` row), each an MLP of ``hidden``; and the actor alone as a policy of
+    ``obs_size`` observations (for scoring against anchors, which see the game's own rows)."""
+    from policies.net import ActorCritic, PolicyNet, PolicySpec
+
+    class TwoTowers(PolicyNet):
+        def __init__(self):
+            super().__init__()
+            self.spec = PolicySpec(2 * obs_size, num_actions, hidden)
+            self.actor = ActorCritic(PolicySpec(obs_size, num_actions, hidden))
+            self.critic = ActorCritic(PolicySpec(2 * obs_size if central else obs_size, num_actions, hidden))
+
+        def forward(self, obs, mask):
+            logits, _ = self.actor(obs[:, :obs_size], mask)
+            _, value = self.critic(obs if central else obs[:, :obs_size], mask)
+            return logits, value
+
+    model = TwoTowers()
+    return model, model.actor
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -37,6 +95,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--envs", type=int, default=8)
     parser.add_argument("--batch", type=int, default=16_384, help="agent decisions per PPO update")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--critic", choices=CRITICS, default="shared",
+                        help="the value function: shared trunk, separate critic, or central critic (team mean)")
+    parser.add_argument("--eval-games", type=int, default=0,
+                        help="score the trained policy against uniform and the scripted team at the end (0: no)")
     args = parser.parse_args(argv)
     params = {}
     for text in args.param:
@@ -68,7 +130,11 @@ def main(argv=None) -> int:
     teams = {"prefix": ["red_", "blue_"], "score": "survivors", "max_cycles": 200,
              "dense_rewards": not args.margin_only}
     game = make_game(BATTLE, args.envs, seed=args.seed, teams=teams, map_size=args.map_size, **args.params)
-    model = ActorCritic(PolicySpec(game.obs_size, game.num_actions, tuple(args.hidden)))
+    if args.critic == "shared":
+        model = policy = ActorCritic(PolicySpec(game.obs_size, game.num_actions, tuple(args.hidden)))
+    else:
+        model, policy = two_towers(game.obs_size, game.num_actions, tuple(args.hidden), args.critic == "central")
+        game = team_mean_view(game)
     ppo = PPOConfig(lr=3e-4, ent_coef=0.01, epochs=3, minibatch_size=min(2048, args.batch))  # battle.yaml's
     optimizer = make_optimizer(model, ppo)
     rng = np.random.default_rng(args.seed)
@@ -85,7 +151,17 @@ def main(argv=None) -> int:
                               "updates": updates, "decisions": decisions,
                               "score_vs_uniform": round(float(scores.mean()), 3), "games": len(scores),
                               "reward_per_trajectory": round(float(rollout.rewards.sum()) / max(rollout.num_episodes, 1), 3),
-                              "entropy": round(float(stats["entropy"]), 3)}), flush=True)
+                              "entropy": round(float(stats["entropy"]), 3), "critic": args.critic}), flush=True)
+    if args.eval_games:
+        from policies.anchors import score_against
+
+        kwargs = {"map_size": args.map_size, **args.params, "teams": teams}
+        scores = {a: score_against(BATTLE, kwargs, [policy], [1.0], a, args.eval_games, args.seed)
+                  for a in ("uniform", SCRIPTED)}
+        print(json.dumps({"bench": "team_learning", "critic": args.critic, "map_size": args.map_size,
+                          "updates": updates, "decisions": decisions, "seconds": round(time.time() - start),
+                          "eval": {a: {"score": round(r["score"], 3), "ci95": r["ci95"], "games": r["games"]}
+                                   for a, r in scores.items()}}), flush=True)
     return 0
 
 

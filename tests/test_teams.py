@@ -429,6 +429,37 @@ def test_team_learning_bench_refuses_a_bad_parameter_and_prints_json_lines(capsy
         assert line["decisions"] >= 256 * line["updates"] and line["params"] == {"attack_penalty": 0.0}
 
 
+def test_team_mean_view_follows_each_row_with_its_teams_mean_observation():
+    from bench.team_learning import team_mean_view
+
+    game = make_game(BATTLE, 3, seed=0, teams=TEAMS, **SMALL)
+    rng = np.random.default_rng(0)
+    for t in range(6):
+        game.step_team(battle_actions(game, t, rng)[0])
+    view = team_mean_view(game)
+    assert view.obs_size == 2 * game.obs_size and view.num_actions == game.num_actions
+    for s in (0, 1):
+        b, v = game.observe_side(s), view.observe_side(s)
+        np.testing.assert_array_equal(v.obs[:, :game.obs_size], b.obs)
+        for e in np.unique(b.env):
+            np.testing.assert_allclose(v.obs[b.env == e, game.obs_size:], np.broadcast_to(
+                b.obs[b.env == e].mean(axis=0), (int((b.env == e).sum()), game.obs_size)), atol=1e-6)
+
+
+@pytest.mark.parametrize("critic", ["separate", "central"])
+def test_team_learning_bench_trains_a_critic_of_its_own_and_scores_the_actor(capsys, critic):
+    import json
+
+    from bench import team_learning
+
+    assert team_learning.main(["--map-size", "12", "--updates", "3", "--envs", "2", "--hidden", "8", "--batch", "256",
+                               "--critic", critic, "--eval-games", "4"]) == 0
+    train, final = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert train["critic"] == final["critic"] == critic and final["updates"] == 3
+    assert set(final["eval"]) == {"uniform", team_learning.SCRIPTED}
+    assert all(0.0 <= r["score"] <= 1.0 and r["games"] == 4 for r in final["eval"].values())
+
+
 def curriculum_config(stages, **game):
     from league.config import load_config
 
