@@ -7,6 +7,7 @@
         --params '{"map_size": 16}' --teams '{"prefix": ["red_", "blue_"], "score": "survivors", "max_cycles": 200}' \
         --anchors uniform,policies.scripted:attack_nearest
     python -m bench.anchors --config configs/connect_four.yaml (--uniform | --storage RUN)
+    python -m bench.anchors --storage RUN --versus OTHER_RUN [--versus-games 200] [--anchors ...]
 
 For each run folder it loads the latest published Nash mixture (no Ray) and
 plays ``--games`` whole games against each anchor, seats alternating, one
@@ -22,6 +23,11 @@ plays them, and the line adds ``round_cpu_seconds``: the CPU time of one judge
 round (this mixture scored against every anchor, twice: the judge scores the
 published mixture and the newest main agent), and ``cpu_share``: a round's share
 of one core at ``evaluator.anchor_every_seconds``, round / (round + every).
+
+With ``--versus OTHER_RUN`` each line adds ``versus``: the run's mixture against the other run's,
+head to head (``bench.league_vs_selfplay.head_to_head``: ``--versus-games`` games, each member by
+its Nash weight against one member of the other mixture drawn per game, seats alternating), the
+run's score with its 95% interval: two configs of one game compared directly.
 
 ``--params`` and ``--teams`` (JSON) are the game's parameters and, for a team
 game, its ``game.teams`` (with ``--config``, the config's).
@@ -62,6 +68,19 @@ def score_mixture(game: str, params: dict, models, weights, anchors: list[str], 
             for a in anchors}
 
 
+def _versus(run_dir: str, other: str, game: str, params: dict, games: int, seed: int) -> dict:
+    """``run_dir``'s mixture against ``other``'s, head to head; both runs must be of one game."""
+    from pathlib import Path
+
+    from bench.league_vs_selfplay import head_to_head
+
+    other_game, other_params, *_ = _stored_mixture(other)
+    if (other_game, other_params) != (game, params):
+        raise ValueError(f"--versus {other}: a run of {other_game} {other_params}, not of {game} {params}")
+    result = head_to_head(game, params, Path(run_dir), Path(other), games, seed)
+    return {"storage": other, **result}
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.anchors", description=__doc__.split("\n\n")[0])
     what = parser.add_mutually_exclusive_group(required=True)
@@ -74,6 +93,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--anchors", default=DEFAULT_ANCHORS, help=f"comma-separated (default {DEFAULT_ANCHORS})")
     parser.add_argument("--games", type=int, default=100, help="games per anchor (default 100)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--versus", metavar="RUN_DIR", help="another run of the same game: score each --storage "
+                                                            "run's mixture against its mixture, head to head")
+    parser.add_argument("--versus-games", type=int, default=200, help="head-to-head games with --versus (default 200)")
     parser.add_argument("--config", help="a league config: its game, anchors and evaluator.anchor_games, and the "
                                          "CPU share of one anchor judge round")
     args = parser.parse_args(argv)
@@ -98,6 +120,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--uniform needs --game")
     if args.games < 1:
         parser.error(f"--games must be >= 1, got {args.games}")
+    if args.versus is not None and args.uniform:
+        parser.error("--versus scores --storage runs, not --uniform")
+    if args.versus_games < 1:
+        parser.error(f"--versus-games must be >= 1, got {args.versus_games}")
     from policies.anchors import parse_anchor
 
     args.anchors = [a.strip() for a in args.anchors.split(",") if a.strip()]
@@ -125,11 +151,16 @@ def main(argv=None) -> int:
             else:
                 game, params, ids, models, weights = _stored_mixture(run_dir)
             scores = score_mixture(game, params, models, weights, args.anchors, args.games, args.seed)
+            versus = None
+            if args.versus is not None:
+                versus = _versus(run_dir, args.versus, game, params, args.versus_games, args.seed)
         except ValueError as exc:
             print(json.dumps({"error": str(exc), "storage": run_dir}), file=sys.stderr)
             return 2
         line = {"bench": "anchors", "storage": run_dir or "uniform", "game": game, "support": len(ids),
                 "anchors": scores, "seconds": round(time.perf_counter() - t0, 1)}
+        if versus is not None:
+            line["versus"] = versus
         if args.cfg is not None:
             every = args.cfg.evaluator.anchor_every_seconds
             round_cpu = 2 * (time.process_time() - cpu0)  # two subjects per round

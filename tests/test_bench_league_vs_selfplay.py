@@ -8,7 +8,11 @@ suite's budget has no room for them; `python -m bench.league_vs_selfplay` prints
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +26,8 @@ from league.store import LeagueStore
 from policies.exploitability import expected_returns_matrix
 from policies.net import ActorCritic, PolicySpec
 from policies.snapshot import policy_to_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -233,3 +239,20 @@ def test_stored_rates_are_the_env_step_counter_and_the_learners_steps_over_the_r
         store.save_learner("main_exploiter-0", "main_exploiter", 1, 3000, None)
     assert bench.stored_rates(tmp_path / "run", 60.0) == pytest.approx(
         {"env_steps_per_s": 200.0, "trained_agent_steps_per_s": 200.0})
+
+
+def test_bench_anchors_versus_scores_one_run_against_another_head_to_head(tmp_path):
+    game = make_game("kuhn_poker", 1)
+    nash_store(tmp_path / "a", "kuhn_poker", sharp_models(game, 2, seed=0), [0.5, 0.5])
+    nash_store(tmp_path / "b", "kuhn_poker", [leaning_model(game, 0, 10.0)], [1.0])
+    nash_store(tmp_path / "c4", "connect_four", sharp_models(make_game("connect_four", 1), 1, seed=0), [1.0])
+    cmd = [sys.executable, "-m", "bench.anchors", "--storage", str(tmp_path / "a"), "--anchors", "uniform",
+           "--games", "20", "--versus-games", "3000", "--seed", "4"]
+    out = subprocess.run([*cmd, "--versus", str(tmp_path / "b")], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    line = json.loads(out.stdout.strip().splitlines()[-1])
+    expected = bench.head_to_head("kuhn_poker", {}, tmp_path / "a", tmp_path / "b", 3000, seed=4)
+    assert line["versus"] == {"storage": str(tmp_path / "b"), **expected}
+    assert line["versus"]["ci95"][0] > 0.5  # the passive mixture folds to every bet: it loses
+    bad = subprocess.run([*cmd, "--versus", str(tmp_path / "c4")], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert bad.returncode == 2 and "not of kuhn_poker" in bad.stderr, bad.stderr
