@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 
 import numpy as np
 import ray
@@ -29,6 +30,12 @@ from policies.snapshot import SnapshotCache
 
 log = logging.getLogger(__name__)
 
+# An exact evaluator scores pairs from the agents' profiles (small: 480 bytes an agent on Kuhn
+# poker against some 45 KB for its network), kept for every agent it scores; of the networks it
+# holds only the last few used (a profile is computed once, and the Nash members' networks are
+# reloaded for each exploitability measurement).
+EXACT_MODELS_HELD = 64
+
 
 class EvaluatorImpl:
     def __init__(self, evaluator_id: str, cfg: Config, coordinator, index: int = 0):
@@ -43,8 +50,10 @@ class EvaluatorImpl:
         self.exact = cfg.evaluator.exact and self.game.supports_exact
         # the one evaluator the config names measures the Nash mixture's exploitability
         self.measures_exploitability = self.game.supports_exact and cfg.evaluator.exploitability == index
-        self.cache = SnapshotCache(cfg.snapshots.cache_size,
-                                   lambda agent_id: ray.get(self.coordinator.get_snapshot.remote(agent_id)))
+        held = min(cfg.snapshots.cache_size, EXACT_MODELS_HELD) if self.game.supports_exact else cfg.snapshots.cache_size
+        self.cache = SnapshotCache(held, lambda agent_id: ray.get(self.coordinator.get_snapshot.remote(agent_id)))
+        # agent id -> its profiles in seats 0 and 1, the least recently used dropped beyond cache_size
+        self.profiles: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._stop = threading.Event()
         self.outbox = Outbox(cfg.run.storage, evaluator_id)  # sampled result batches: exactly once
         self.evaluated = 0
@@ -152,8 +161,17 @@ class EvaluatorImpl:
         return out
 
     def _profile(self, agent_id: str, seat: int) -> np.ndarray:
-        """The agent's exact profile in a seat, kept with its cached snapshot (snapshots are frozen)."""
-        return self.cache.derived(agent_id, f"profile{seat}", lambda model: seat_profile(self.game, model, seat))
+        """The agent's exact profile in a seat: both seats' computed once from its network and kept
+        (snapshots are frozen), up to ``snapshots.cache_size`` agents, the least recently used dropped."""
+        profiles = self.profiles.get(agent_id)
+        if profiles is None:
+            model = self.cache.get(agent_id)
+            profiles = self.profiles[agent_id] = (seat_profile(self.game, model, 0), seat_profile(self.game, model, 1))
+            while len(self.profiles) > self.cfg.snapshots.cache_size:
+                self.profiles.popitem(last=False)
+        else:
+            self.profiles.move_to_end(agent_id)
+        return profiles[seat]
 
     def exact_score(self, a: str, b: str) -> float:
         """a's expected score against b, averaged over both seats."""

@@ -8,7 +8,9 @@ among the launcher's descendants by their process title ``ray::ClassName``), the
 metric) and the league's env steps/s (the launcher's progress lines).
 
 At the end it prints ONE JSON line: ``samples``, ``store_bytes_per_hour`` and ``rss_mb_per_hour``
-per kind (least-squares slopes over the second half of the run, after start-up), ``fds_growth``
+per kind (least-squares slopes over the second half of the run, after start-up, of the kind's
+summed RSS), ``rss_mb_per_hour_max_actor`` per kind (the steepest slope of one process of the kind
+alive through the second half: the figure to hold against a per-actor bound), ``fds_growth``
 (open descriptors at the end minus at the middle), ``object_store_mb`` (last), and
 ``throughput_drift`` (mean env steps/s of the last quarter over the second quarter's; 1 is flat).
 The figures are for the machine it ran on; they are slopes, not targets.
@@ -68,8 +70,9 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def process_sample(root_pid: int) -> dict[str, dict[str, float]]:
-    """Per actor kind: processes, summed RSS (MB) and open file descriptors."""
+def process_sample(root_pid: int) -> dict[str, dict]:
+    """Per actor kind: processes, summed RSS (MB), open file descriptors and each process's RSS
+    (``pids``: pid -> MB)."""
     kinds: dict[str, dict[str, float]] = {}
     for pid in descendants(root_pid):
         try:
@@ -82,10 +85,11 @@ def process_sample(root_pid: int) -> dict[str, dict[str, float]]:
             fds = len(os.listdir(f"/proc/{pid}/fd"))
         except (OSError, StopIteration, ValueError):
             continue  # gone meanwhile
-        k = kinds.setdefault(kind, {"processes": 0, "rss_mb": 0.0, "fds": 0})
+        k = kinds.setdefault(kind, {"processes": 0, "rss_mb": 0.0, "fds": 0, "pids": {}})
         k["processes"] += 1
         k["rss_mb"] += rss
         k["fds"] += fds
+        k["pids"][pid] = rss
     return kinds
 
 
@@ -126,6 +130,14 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
     rss = {k: round(slope_per_hour([s["t"] for s in half if k in s["kinds"]],
                                    [s["kinds"][k]["rss_mb"] for s in half if k in s["kinds"]]), 3) for k in kinds}
     fds = lambda s: sum(v["fds"] for v in s["kinds"].values())  # noqa: E731
+    actor = {}  # per kind, the steepest slope of one process alive through the half
+    for k in kinds:
+        series: dict[int, list[tuple[float, float]]] = {}
+        for s in half:
+            for pid, mb in s["kinds"].get(k, {}).get("pids", {}).items():
+                series.setdefault(pid, []).append((s["t"], mb))
+        slopes = [slope_per_hour(*zip(*points)) for points in series.values() if len(points) == len(half)]
+        actor[k] = round(max(slopes), 3) if slopes else None
     end = samples[-1]["t"] if samples else 0.0
     quarter = lambda lo, hi: [r for at, r in rates if lo * end <= at < hi * end]  # noqa: E731
     second, last = quarter(0.25, 0.5), quarter(0.75, 1.01)
@@ -136,6 +148,7 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
         "store_bytes": samples[-1]["store_bytes"] if samples else 0,
         "store_bytes_per_hour": round(slope_per_hour(t, [s["store_bytes"] for s in half]), 1),
         "rss_mb_per_hour": rss,
+        "rss_mb_per_hour_max_actor": actor,
         "rss_mb": {k: round(samples[-1]["kinds"].get(k, {}).get("rss_mb", 0.0), 1) for k in kinds} if samples else {},
         "processes": {k: samples[-1]["kinds"].get(k, {}).get("processes", 0) for k in kinds} if samples else {},
         "fds_growth": (fds(half[-1]) - fds(half[0])) if half else 0,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -147,9 +147,9 @@ class SnapshotCache:
 
     The one cache every process that plays snapshots uses (Serve replicas,
     in-process opponents, the HTTP API, evaluators), sized by
-    ``snapshots.cache_size``. Values derived from a snapshot (an evaluator's
-    reach vectors) live in its entry and leave with it. ``get`` loads through
-    the ``fetch`` callable; async callers use ``lookup`` and ``load``.
+    ``snapshots.cache_size`` (an exact evaluator holds fewer networks and keeps
+    their profiles instead). ``get`` loads through the ``fetch`` callable; async
+    callers use ``lookup`` and ``load``.
     """
 
     def __init__(self, capacity: int, fetch: Callable[[str], bytes] | None = None):
@@ -157,7 +157,7 @@ class SnapshotCache:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity = int(capacity)
         self.fetch = fetch
-        self._entries: OrderedDict[str, tuple[PolicyNet, dict[str, Any]]] = OrderedDict()
+        self._entries: OrderedDict[str, PolicyNet] = OrderedDict()
         self.loads = 0  # snapshots loaded (misses)
 
     def __contains__(self, agent_id: str) -> bool:
@@ -168,15 +168,14 @@ class SnapshotCache:
 
     def lookup(self, agent_id: str) -> PolicyNet | None:
         """The cached policy (now the most recently used), or None."""
-        entry = self._entries.get(agent_id)
-        if entry is None:
-            return None
-        self._entries.move_to_end(agent_id)
-        return entry[0]
+        model = self._entries.get(agent_id)
+        if model is not None:
+            self._entries.move_to_end(agent_id)
+        return model
 
     def put(self, agent_id: str, model: PolicyNet) -> PolicyNet:
         model.eval()
-        self._entries[agent_id] = (model, {})
+        self._entries[agent_id] = model
         self._entries.move_to_end(agent_id)
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
@@ -195,11 +194,3 @@ class SnapshotCache:
         if self.fetch is None:
             raise KeyError(f"snapshot {agent_id!r} is not cached and this cache has no fetch")
         return self.load(agent_id, self.fetch(agent_id))
-
-    def derived(self, agent_id: str, name: str, compute: Callable[[PolicyNet], Any]) -> Any:
-        """``compute(policy)`` memoized in the snapshot's entry (snapshots are frozen)."""
-        model = self.get(agent_id)
-        extras = self._entries[agent_id][1]
-        if name not in extras:
-            extras[name] = compute(model)
-        return extras[name]

@@ -19,6 +19,7 @@ from policies.exploitability import (
     terminals,
 )
 from policies.net import ActorCritic, PolicySpec
+from policies.snapshot import policy_to_bytes
 
 GAMES = ["kuhn_poker", "leduc_poker"]
 
@@ -214,3 +215,25 @@ def test_exact_nash_conv_of_a_matrix_mixture_is_the_best_response_gain():
     assert uniform["nash_conv"] == pytest.approx(2 / 3, abs=1e-12)
     with pytest.raises(ValueError, match="exact"):
         exact_nash_conv(make_game("connect_four", 1), [], [])
+
+
+def test_an_exact_evaluator_keeps_every_agents_profiles_and_only_a_few_networks(tmp_path):
+    """Profiles for every agent scored (the exact payoff needs them pair after pair), networks
+    for the last ``EXACT_MODELS_HELD`` used: its memory per agent is a profile's, not a network's."""
+    from actors.evaluator import EXACT_MODELS_HELD, EvaluatorImpl
+    from league.config import load_config
+
+    info = game_info("kuhn_poker")
+    ev = EvaluatorImpl("evaluator:0", load_config(None, [f"run.storage={tmp_path}"]), None)
+    n = EXACT_MODELS_HELD + 16
+    models = {}
+    for i in range(n):
+        torch.manual_seed(i)
+        models[f"a{i}"] = ActorCritic(PolicySpec(info.obs_size, info.num_actions, hidden=(8,)))
+    ev.cache.fetch = lambda agent_id: policy_to_bytes(models[agent_id])
+    scores = ev.exact_scores([(f"a{i}", f"a{i + 1}") for i in range(n - 1)])
+    assert len(scores) == n - 1
+    assert len(ev.profiles) == n and len(ev.cache) == EXACT_MODELS_HELD
+    assert ev.cache.loads == n  # one load an agent: its profiles are kept
+    again = ev.exact_scores([("a0", "a1")])  # a0's network left the cache; its profiles did not
+    assert again == scores[:1] and ev.cache.loads == n

@@ -11,7 +11,7 @@ import pytest
 
 from bench.soak import actor_kind, slope_per_hour, summarize
 
-KEYS = {"samples", "store_bytes_per_hour", "rss_mb_per_hour", "fds_growth", "throughput_drift", "object_store_mb"}
+KEYS = {"samples", "store_bytes_per_hour", "rss_mb_per_hour", "rss_mb_per_hour_max_actor", "fds_growth", "throughput_drift", "object_store_mb"}
 
 
 def test_actor_kinds_come_from_ray_process_titles():
@@ -24,13 +24,16 @@ def test_actor_kinds_come_from_ray_process_titles():
 def test_summary_fits_the_second_half_and_compares_quarters():
     # RSS flat then rising 2 MB a minute from the middle on; the store grows 1 kB a second throughout
     samples = [{"t": 60.0 * i, "store_bytes": 1000 * 60 * i, "object_store_mb": 1.0,
-                "kinds": {"learner": {"processes": 1, "rss_mb": 100.0 + 2.0 * max(0, i - 5), "fds": 10 + i}}}
+                "kinds": {"learner": {"processes": 2, "rss_mb": 200.0 + 2.0 * max(0, i - 5), "fds": 10 + i,
+                                      "pids": {7: 100.0 + 1.5 * max(0, i - 5), 8: 100.0 + 0.5 * max(0, i - 5)}}}}
                for i in range(11)]
+    samples[-1]["kinds"]["learner"]["pids"][9] = 50.0  # a process that started late: no slope of its own
     rates = [(60.0 * i + 1, 100.0 if i < 5 else 80.0) for i in range(10)]
     out = summarize(samples, rates, 10)
     assert out["samples"] == 11
     assert out["store_bytes_per_hour"] == pytest.approx(3.6e6)
     assert out["rss_mb_per_hour"]["learner"] == pytest.approx(120.0)
+    assert out["rss_mb_per_hour_max_actor"]["learner"] == pytest.approx(90.0)  # pid 7's 1.5 MB a minute
     assert out["fds_growth"] == 5
     assert out["throughput_drift"] == pytest.approx(0.8)
     assert slope_per_hour([0.0], [1.0]) == 0.0
