@@ -2,7 +2,7 @@
 
     python -m bench.team_learning [--map-size 16] [--minutes 3 | --updates N] [--margin-only]
         [--param attack_penalty=0.0 ...] [--hidden 256 256] [--critic shared|separate|central]
-        [--eval-games N]
+        [--eval-games N] [--opponent uniform|scripted]
 
 One network plays every agent of its side of MAgent2's battle (survivors scoring, at most 200
 steps) against a team that acts uniformly at random, seats drawn per game, and is trained by the
@@ -21,7 +21,8 @@ policy and the value), ``separate`` (an actor and a critic of their own, each an
 the agent's observation and the mean observation of its team's acting agents in its environment:
 a centralized critic in MAPPO's sense, Yu et al. 2022, "The Surprising Effectiveness of PPO in
 Cooperative Multi-Agent Games"). The actor sees the agent's own observation in all three.
-``--eval-games N`` ends with one more JSON line: the trained policy's score against a uniform
+``--opponent scripted`` trains against the scripted team instead of a uniform random one (each
+line's ``score_vs_opponent`` is then against it). ``--eval-games N`` ends with one more JSON line: the trained policy's score against a uniform
 random team and against the scripted team (``policies.scripted:attack_nearest``), N games each,
 seats alternating (``policies.anchors``).
 """
@@ -97,6 +98,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--critic", choices=CRITICS, default="shared",
                         help="the value function: shared trunk, separate critic, or central critic (team mean)")
+    parser.add_argument("--opponent", choices=("uniform", "scripted"), default="uniform",
+                        help="the team trained against: uniform random play or policies.scripted:attack_nearest")
     parser.add_argument("--eval-games", type=int, default=0,
                         help="score the trained policy against uniform and the scripted team at the end (0: no)")
     args = parser.parse_args(argv)
@@ -129,7 +132,7 @@ def main(argv=None) -> int:
     torch.manual_seed(args.seed)
     teams = {"prefix": ["red_", "blue_"], "score": "survivors", "max_cycles": 200,
              "dense_rewards": not args.margin_only}
-    game = make_game(BATTLE, args.envs, seed=args.seed, teams=teams, map_size=args.map_size, **args.params)
+    game = plain = make_game(BATTLE, args.envs, seed=args.seed, teams=teams, map_size=args.map_size, **args.params)
     if args.critic == "shared":
         model = policy = ActorCritic(PolicySpec(game.obs_size, game.num_actions, tuple(args.hidden)))
     else:
@@ -138,18 +141,25 @@ def main(argv=None) -> int:
     ppo = PPOConfig(lr=3e-4, ent_coef=0.01, epochs=3, minibatch_size=min(2048, args.batch))  # battle.yaml's
     optimizer = make_optimizer(model, ppo)
     rng = np.random.default_rng(args.seed)
-    uniform = EpisodeMixture([None], [1.0], rng)
+    if args.opponent == "uniform":
+        opponent = EpisodeMixture([None], [1.0], rng)
+    else:
+        from policies.anchors import _protocol_anchor, parse_anchor
+
+        bot = _protocol_anchor(parse_anchor(SCRIPTED), plain, rng)
+        opponent = lambda obs, mask: bot(obs[:, :plain.obs_size], mask)  # noqa: E731 (the game's own rows)
     start, updates, decisions = time.time(), 0, 0
     while updates < args.updates if args.updates else time.time() - start < args.minutes * 60:
         game.reset()
-        rollout, scores = collect_rollout(game, model, uniform, args.batch, rng, value="game_score")
+        rollout, scores = collect_rollout(game, model, opponent, args.batch, rng, value="game_score")
         stats = ppo_update(model, optimizer, rollout, ppo)
         updates, decisions = updates + 1, decisions + len(rollout)
         if updates % 3 == 0:
             print(json.dumps({"bench": "team_learning", "map_size": args.map_size, "params": args.params,
                               "dense_rewards": not args.margin_only, "seconds": round(time.time() - start),
                               "updates": updates, "decisions": decisions,
-                              "score_vs_uniform": round(float(scores.mean()), 3), "games": len(scores),
+                              "opponent": args.opponent, "score_vs_opponent": round(float(scores.mean()), 3),
+                              "games": len(scores),
                               "reward_per_trajectory": round(float(rollout.rewards.sum()) / max(rollout.num_episodes, 1), 3),
                               "entropy": round(float(stats["entropy"]), 3), "critic": args.critic}), flush=True)
     if args.eval_games:

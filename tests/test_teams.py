@@ -425,7 +425,7 @@ def test_team_learning_bench_refuses_a_bad_parameter_and_prints_json_lines(capsy
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["updates"] for line in lines] == [3, 6]  # a line every third update
     for line in lines:
-        assert 0.0 <= line["score_vs_uniform"] <= 1.0 and line["games"] >= 1
+        assert 0.0 <= line["score_vs_opponent"] <= 1.0 and line["games"] >= 1 and line["opponent"] == "uniform"
         assert line["decisions"] >= 256 * line["updates"] and line["params"] == {"attack_penalty": 0.0}
 
 
@@ -453,9 +453,10 @@ def test_team_learning_bench_trains_a_critic_of_its_own_and_scores_the_actor(cap
     from bench import team_learning
 
     assert team_learning.main(["--map-size", "12", "--updates", "3", "--envs", "2", "--hidden", "8", "--batch", "256",
-                               "--critic", critic, "--eval-games", "4"]) == 0
+                               "--critic", critic, "--eval-games", "4", "--opponent", "scripted"]) == 0
     train, final = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert train["critic"] == final["critic"] == critic and final["updates"] == 3
+    assert train["opponent"] == "scripted" and 0.0 <= train["score_vs_opponent"] <= 1.0
     assert set(final["eval"]) == {"uniform", team_learning.SCRIPTED}
     assert all(0.0 <= r["score"] <= 1.0 and r["games"] == 4 for r in final["eval"].values())
 
