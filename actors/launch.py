@@ -564,6 +564,7 @@ def progress_line(status: dict[str, Any], steps_per_s: float, elapsed: float) ->
     main_txt = " ".join(
         f"{lid}: elo {l['elo']:.0f}"
         + (f" vs-nash {l['win_rate_vs_nash']:.2f}" if l.get("win_rate_vs_nash") is not None else "")
+        + (f" curriculum stage {l['curriculum_stage']}" if "curriculum_stage" in l else "")
         for lid, l in mains)
     return (f"[{elapsed:7.0f}s] {steps_per_s:9.0f} env steps/s | games {status['games']:.0f} | pool "
             f"{status['pool_size']} (main {by_role['main_agent']}, mx {by_role['main_exploiter']}, "

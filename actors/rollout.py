@@ -207,8 +207,9 @@ class RolloutWorkerImpl:
             self._poll_refreshes()
             self._follow_curriculum()
             self.lanes.step()
-            games = len(self.lanes.results)
-            due = games >= cfg.results_batch_size or (games > 0 and time.time() - last_report > 2.0)
+            # at least every 2 s: the games finished, or (a curriculum stage's games are not reported) the env steps
+            due = len(self.lanes.results) >= cfg.results_batch_size or (
+                self.lanes.has_news() and time.time() - last_report > 2.0)
             if self.lanes.recorder.steps >= submit_every:
                 if self.grouped:  # the transitions go with their groups' games
                     due = True

@@ -343,9 +343,14 @@ class League:
 
     # -- reading ------------------------------------------------------------------
     def learner_views(self) -> dict[str, dict[str, Any]]:
-        """Per learner: role, version, step, snapshots, resets, Elo, expected score against the Nash."""
-        return {l: {**s.info(), "elo": self.elo.rating(l), "win_rate_vs_nash": self.win_rate_vs_nash(l)}
-                for l, s in self.learners.items()}
+        """Per learner: role, version, step, snapshots, resets, Elo, expected score against the Nash;
+        with ``game.curriculum``, the stage its rollout workers play (``len(curriculum)``: the game)."""
+        views = {l: {**s.info(), "elo": self.elo.rating(l), "win_rate_vs_nash": self.win_rate_vs_nash(l)}
+                 for l, s in self.learners.items()}
+        if self.cfg.game.curriculum:
+            for view in views.values():
+                view["curriculum_stage"] = self.cfg.game.stage(view["step"])
+        return views
 
     def role_of(self, agent_id: str) -> str | None:
         """The role of a learner or a pool agent; None for an id the league does not know."""

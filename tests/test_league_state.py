@@ -289,3 +289,19 @@ def test_a_published_mixture_replaces_the_meta_nash_until_the_next_publication(c
     assert reopened.nash_view().method == "least_exploitable"  # what was published last, until the next solve
     reopened.solve_nash()  # resumed with publish: nash, the meta-game Nash is published again
     assert reopened.nash_view().method == meta.method
+
+
+def test_each_learner_shows_the_curriculum_stage_of_its_step(tmp_path):
+    from actors.launch import progress_line
+
+    cfg = load_config(None, [f"run.storage={tmp_path}", "roles.main_exploiter.count=0", "roles.league_exploiter.count=0",
+                             "game.curriculum=[{until_step: 100, params: {}}, {until_step: 300, params: {}}]"])
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    stages = []
+    for step in (0, 99, 100, 299, 300):
+        league.learner_progress("main_agent-0", 1, step)
+        stages.append(league.status()["learners"]["main_agent-0"]["curriculum_stage"])
+    assert stages == [0, 0, 1, 1, 2]
+    assert progress_line(league.status(), 0.0, 1.0).endswith("curriculum stage 2")
+    plain = League(load_config(None, [f"run.storage={tmp_path}/plain"]), LeagueStore(f"{tmp_path}/plain"))
+    assert all("curriculum_stage" not in v for v in plain.status()["learners"].values())
