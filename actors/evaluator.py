@@ -50,7 +50,7 @@ class EvaluatorImpl:
         self.exact = cfg.evaluator.exact and self.game.supports_exact
         # the one evaluator the config names measures the Nash mixture's exploitability
         self.measures_exploitability = self.game.supports_exact and cfg.evaluator.exploitability == index
-        held = min(cfg.snapshots.cache_size, EXACT_MODELS_HELD) if self.game.supports_exact else cfg.snapshots.cache_size
+        held = min(cfg.snapshots.cache_size, EXACT_MODELS_HELD) if self.exact else cfg.snapshots.cache_size
         self.cache = SnapshotCache(held, lambda agent_id: ray.get(self.coordinator.get_snapshot.remote(agent_id)))
         # agent id -> its profiles in seats 0 and 1, the least recently used dropped beyond cache_size
         self.profiles: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()

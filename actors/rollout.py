@@ -60,8 +60,8 @@ class RolloutWorkerImpl:
         n_lanes = cfg.rollout.lanes if served else 1
         self.per_lane = max(1, cfg.rollout.envs_per_worker // n_lanes)
         self.n_lanes = n_lanes
-        self.stage = len(cfg.game.curriculum)  # the game itself until the learner's step is known
-        self.learner_step = 0
+        # the curriculum stage played, and the one the learner's step asks for (set with its weights)
+        self.stage = self.wanted_stage = len(cfg.game.curriculum)
         games = self._games(self.stage)
         if opponents is None and served:
             from serve.opponents import ServedOpponents
@@ -104,7 +104,7 @@ class RolloutWorkerImpl:
 
     def _apply_weights(self, learner_id: str, reply: WeightsReply) -> None:
         if learner_id == self.learner_id:
-            self.learner_step = reply.step
+            self.wanted_stage = self.cfg.game.stage(reply.step)
         if reply.blob is not None:
             model = policy_from_bytes(reply.blob)
             model.eval()
@@ -149,12 +149,9 @@ class RolloutWorkerImpl:
     def _follow_curriculum(self) -> None:
         """Play the curriculum stage of the learner's step (``game.curriculum``): a stage's games are
         not reported (the payoff is the game's), its env steps and transitions are."""
-        stage = self.cfg.game.stage(self.learner_step)
-        if stage == self.stage:
-            return
-        last = len(self.cfg.game.curriculum)
-        log.info("%s: curriculum stage %d of %d (%s) from learner step %d", self.worker_id, stage + 1, last + 1,
-                 self.cfg.game.stage_kwargs(stage), self.learner_step)
+        stage, last = self.wanted_stage, len(self.cfg.game.curriculum)
+        log.info("%s: curriculum stage %d of %d (%s)", self.worker_id, stage + 1, last + 1,
+                 self.cfg.game.stage_kwargs(stage))
         self.stage = stage
         self.lanes.set_games(self._games(stage), report_games=stage == last)
 
@@ -196,7 +193,8 @@ class RolloutWorkerImpl:
         self._poll_plan(block=True)
         # group ids never reused, also by a restarted worker (numbered from the clock, in microseconds)
         self.lanes.start(time.time_ns() // 1000)
-        self._follow_curriculum()
+        if self.wanted_stage != self.stage:
+            self._follow_curriculum()
         inflight: list = []  # plain play: transitions sent to the learner, not yet acknowledged
         delivery = None  # the delivery in flight
         last_report = time.time()
@@ -205,7 +203,8 @@ class RolloutWorkerImpl:
         while not self._stop.is_set():
             self._poll_plan()
             self._poll_refreshes()
-            self._follow_curriculum()
+            if self.wanted_stage != self.stage:  # the learner's step moved into another stage
+                self._follow_curriculum()
             self.lanes.step()
             # at least every 2 s: the games finished, or (a curriculum stage's games are not reported) the env steps
             due = len(self.lanes.results) >= cfg.results_batch_size or (

@@ -745,17 +745,24 @@ def load_config(path: str | os.PathLike | Mapping[str, Any] | None = None, overr
     return from_dict(Config, data).validate()
 
 
+def _check_curriculum(cfg: Config, info) -> None:
+    """Each curriculum stage builds a game that the league's networks can play: the game's
+    observation and actions, a team no larger than the game's; no grouped objective beside a
+    curriculum (a stage's games are not reported, and a group's are)."""
+    if not cfg.game.curriculum:
+        return
+    for role in ("main_agent", "main_exploiter", "league_exploiter"):
+        if getattr(cfg.roles, role).objective.grouped:
+            raise ConfigError("game.curriculum", f"a curriculum is not for grouped objectives (roles.{role}.objective)")
+    for i, _ in enumerate(cfg.game.curriculum):
+        _check_stage(cfg, i, info)
+
+
 def _check_stage(cfg: Config, i: int, info) -> None:
-    """Curriculum stage ``i`` builds a game that the league's networks can play: the game's
-    observation and actions, a team no larger than the game's; no grouped objective (a stage's
-    games are not reported, and a group's are)."""
     from envs import game_info
     from envs.teams import TeamError
 
     key = f"game.curriculum[{i}].params"
-    for role in ("main_agent", "main_exploiter", "league_exploiter"):
-        if getattr(cfg.roles, role).objective.grouped:
-            raise ConfigError("game.curriculum", f"a curriculum is not for grouped objectives (roles.{role}.objective)")
     try:
         stage = game_info(cfg.game.name, **cfg.game.stage_kwargs(i))
     except (ValueError, TypeError) as exc:
@@ -800,8 +807,7 @@ def check_runnable(cfg: Config):
         raise ConfigError(exc.key, str(exc).split(": ", 1)[1].splitlines()[0]) from None
     except (ValueError, TypeError) as exc:
         raise ConfigError("game.name", str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
-    for i, _ in enumerate(cfg.game.curriculum):
-        _check_stage(cfg, i, info)
+    _check_curriculum(cfg, info)
     if info.team_size > 1:
         for role in ("main_agent", "main_exploiter", "league_exploiter"):
             objective = getattr(cfg.roles, role).objective
