@@ -69,7 +69,7 @@ class RolloutWorkerImpl:
             opponents = ServedOpponents()
         elif opponents is None:
             opponents = InProcessOpponents(lambda a: ray.get(coordinator.get_snapshot.remote(a)),
-                                           capacity=cfg.snapshots.cache_size,
+                                           capacity=cfg.snapshots.cache_size, max_bytes=cfg.snapshots.cache_bytes,
                                            seed=seed_sequence(cfg.run.seed, "worker", worker_id, "opponents"))
         self.opponents = opponents
         self.live: dict[str, tuple[int, Any]] = {}  # learner id -> (version, model)

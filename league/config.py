@@ -396,8 +396,14 @@ class EvaluatorConfig:
 @dataclass
 class SnapshotsConfig:
     # frozen policies kept loaded by each process that plays them (Serve replicas,
-    # in-process workers, the API, evaluators); least recently used evicted first
+    # in-process workers, the API, evaluators): at most cache_size of them and cache_mb of
+    # weights, the least recently used evicted first (a miss reloads it from the store)
     cache_size: int = 1024
+    cache_mb: float = 64.0
+
+    @property
+    def cache_bytes(self) -> int:
+        return int(self.cache_mb * 2**20)
 
 
 @dataclass
@@ -527,6 +533,7 @@ class Config:
         for name in ("max_batch_size", "max_ongoing_requests", "play_sessions", "play_ttl_s"):
             _positive(f"serve.{name}", getattr(self.serve, name))
         _positive("snapshots.cache_size", self.snapshots.cache_size)
+        _positive("snapshots.cache_mb", self.snapshots.cache_mb)
         _nonneg("serve.batch_wait_timeout_s", self.serve.batch_wait_timeout_s)
         _nonneg("serve.num_cpus", self.serve.num_cpus)
         _validate_placement("serve", self.serve.num_cpus, 0.0, self.serve.resources, "default")

@@ -68,6 +68,9 @@ class LeagueMetrics:
                                      "1 while the store's disk is full: nothing is acknowledged until space returns"),
             "store_refused_writes": Gauge("league_store_refused_writes", "Store writes that failed for want of disk "
                                           "space since the coordinator started (each retry counts)"),
+            "snapshot_loads": Counter("league_snapshot_cache_loads",
+                                      "Snapshots loaded into a process's cache (misses; snapshots.cache_size and "
+                                      "cache_mb bound what it holds), by process kind", ("process",)),
             "store_bytes": Gauge("league_store_bytes", "Size of the league's store on disk (league.db and its WAL)"),
             "request_seconds": Histogram("league_coordinator_request_seconds", "Coordinator request latency",
                                          LATENCY_BUCKETS, ("method",)),

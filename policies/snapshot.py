@@ -142,22 +142,36 @@ def learner_state_from_bytes(blob: bytes, optimizer_factory=None):
     return model, optimizer, payload.get("extra") or {}
 
 
+def weight_bytes(model: torch.nn.Module) -> int:
+    """Bytes of a network's parameters and buffers (what a snapshot cache counts)."""
+    return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+
+
 class SnapshotCache:
-    """Frozen policies by agent id, the least recently used evicted beyond ``capacity``.
+    """Frozen policies by agent id, the least recently used evicted beyond ``capacity``
+    policies or ``max_bytes`` of weights.
 
     The one cache every process that plays snapshots uses (Serve replicas,
     in-process opponents, the HTTP API, evaluators), sized by
-    ``snapshots.cache_size`` (an exact evaluator holds fewer networks and keeps
-    their profiles instead). ``get`` loads through the ``fetch`` callable; async
-    callers use ``lookup`` and ``load``.
+    ``snapshots.cache_size`` and ``snapshots.cache_mb`` (an exact evaluator holds
+    fewer networks and keeps their profiles instead). The newest policy is kept
+    even when it alone is larger than ``max_bytes``. ``get`` loads through the
+    ``fetch`` callable; async callers use ``lookup`` and ``load``. ``loads``
+    counts misses.
     """
 
-    def __init__(self, capacity: int, fetch: Callable[[str], bytes] | None = None):
+    def __init__(self, capacity: int, fetch: Callable[[str], bytes] | None = None, max_bytes: int | None = None,
+                 on_load: Callable[[], None] | None = None):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
+        if max_bytes is not None and max_bytes <= 0:
+            raise ValueError(f"max_bytes must be > 0, got {max_bytes}")
         self.capacity = int(capacity)
+        self.max_bytes = max_bytes
         self.fetch = fetch
-        self._entries: OrderedDict[str, PolicyNet] = OrderedDict()
+        self.on_load = on_load  # called once per load (a process's metric of misses)
+        self._entries: OrderedDict[str, tuple[PolicyNet, int]] = OrderedDict()
+        self.bytes = 0  # weights held
         self.loads = 0  # snapshots loaded (misses)
 
     def __contains__(self, agent_id: str) -> bool:
@@ -168,22 +182,29 @@ class SnapshotCache:
 
     def lookup(self, agent_id: str) -> PolicyNet | None:
         """The cached policy (now the most recently used), or None."""
-        model = self._entries.get(agent_id)
-        if model is not None:
-            self._entries.move_to_end(agent_id)
-        return model
+        entry = self._entries.get(agent_id)
+        if entry is None:
+            return None
+        self._entries.move_to_end(agent_id)
+        return entry[0]
 
     def put(self, agent_id: str, model: PolicyNet) -> PolicyNet:
         model.eval()
-        self._entries[agent_id] = model
-        self._entries.move_to_end(agent_id)
-        while len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
+        if agent_id in self._entries:
+            self.bytes -= self._entries.pop(agent_id)[1]
+        size = weight_bytes(model)
+        self._entries[agent_id] = (model, size)
+        self.bytes += size
+        while len(self._entries) > 1 and (len(self._entries) > self.capacity
+                                          or (self.max_bytes is not None and self.bytes > self.max_bytes)):
+            self.bytes -= self._entries.popitem(last=False)[1][1]
         return model
 
     def load(self, agent_id: str, blob: bytes) -> PolicyNet:
         """Load a snapshot blob (``weights_only``; ValueError if it is not one) and cache it."""
         self.loads += 1
+        if self.on_load is not None:
+            self.on_load()
         return self.put(agent_id, policy_from_bytes(blob))
 
     def get(self, agent_id: str) -> PolicyNet:

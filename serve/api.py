@@ -43,6 +43,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from league.messages import NashMixture
+from monitoring.metrics import LeagueMetrics
 from policies.snapshot import SnapshotCache
 from serve.codec import (MAX_BODY_BYTES, MSGPACK, BadRequest, decode_body, encode_json, encode_msgpack,
                          parse_act_request, safe_text)
@@ -87,10 +88,13 @@ class LeagueAPI:
     members (``SnapshotCache``), the current mixture and the play table. ``build_app`` routes them."""
 
     def __init__(self, coordinator, game: str, obs_size: int, num_actions: int, game_params: dict | None = None,
-                 play_sessions: int = 256, play_ttl_s: float = 600.0, cache_size: int = 1024):
+                 play_sessions: int = 256, play_ttl_s: float = 600.0, cache_size: int = 1024,
+                 cache_bytes: int | None = None):
         self.coordinator = coordinator
         self.game = {"name": game, "obs_size": obs_size, "num_actions": num_actions}
-        self.cache = SnapshotCache(cache_size)
+        self.metrics = LeagueMetrics()
+        self.cache = SnapshotCache(cache_size, max_bytes=cache_bytes,
+                                   on_load=lambda: self.metrics.inc("snapshot_loads", process="api"))
         self.table = PlayTable(game, game_params, play_sessions, play_ttl_s) if playable(game, game_params) else None
         self._nash: NashMixture | None = None
         self._nash_task: asyncio.Task | None = None
@@ -302,14 +306,14 @@ class ApiServer:
 
     def __init__(self, host: str, port: int, coordinator_name: str, namespace: str, game: str, obs_size: int,
                  num_actions: int, game_params: dict | None = None, play_sessions: int = 256,
-                 play_ttl_s: float = 600.0, cache_size: int = 1024):
+                 play_ttl_s: float = 600.0, cache_size: int = 1024, cache_bytes: int | None = None):
         import uvicorn
 
         torch.set_num_threads(1)
         self.address = f"{host}:{port}"
         sock = listening_socket(host, port)
         api = LeagueAPI(ray.get_actor(coordinator_name, namespace=namespace), game, obs_size, num_actions,
-                        game_params, play_sessions, play_ttl_s, cache_size)
+                        game_params, play_sessions, play_ttl_s, cache_size, cache_bytes)
         # no access log (a line per request is CPU on the /nash/act path); log_config=None leaves
         # the process's logging as Ray set it up
         self.server = uvicorn.Server(uvicorn.Config(build_app(api), lifespan="off", access_log=False,
@@ -344,7 +348,8 @@ def start_api(cfg, obs_size: int, num_actions: int) -> list:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     args = (cfg.serve.host, cfg.serve.port, cfg.ray.coordinator_name, cfg.ray.namespace, cfg.game.name, obs_size,
-            num_actions, cfg.game.kwargs, cfg.serve.play_sessions, cfg.serve.play_ttl_s, cfg.snapshots.cache_size)
+            num_actions, cfg.game.kwargs, cfg.serve.play_sessions, cfg.serve.play_ttl_s, cfg.snapshots.cache_size,
+            cfg.snapshots.cache_bytes)
     # no CPU reserved, like Serve's proxy: a head started with num-cpus 0 (common on KubeRay) still hosts it
     options = {"num_cpus": 0, "namespace": cfg.ray.namespace}
     if cfg.serve.proxy_location == "HeadOnly":

@@ -18,7 +18,7 @@ DASHBOARD = MONITORING / "grafana" / "dashboards" / "league.json"
 EXPORTED = {
     # counters
     "ray_league_env_steps_total", "ray_league_games_total", "ray_league_snapshots_total",
-    "ray_league_exploiter_resets_total", "ray_league_learner_updates_total",
+    "ray_league_exploiter_resets_total", "ray_league_learner_updates_total", "ray_league_snapshot_cache_loads_total",
     # gauges
     "ray_league_pool_size", "ray_league_nash_entropy", "ray_league_meta_exploitability", "ray_league_nash_weight",
     "ray_league_elo", "ray_league_win_rate_vs_nash", "ray_league_policy_version", "ray_league_learner_loss",
@@ -41,6 +41,7 @@ LABELS = {
     "ray_league_opponent_batch_size_bucket": {"le"}, "ray_league_probe_br_return": {"bound"},
     "ray_league_outcome_novelty": {"learner", "role"}, "ray_league_reward_gap": {"learner", "role"},
     "ray_league_anchor_score": {"anchor", "subject"}, "ray_league_anchor_elo": {"subject"},
+    "ray_league_snapshot_cache_loads_total": {"process"},
 }
 RAY_LABELS = {"SessionName", "instance", "job", "NodeAddress", "WorkerId", "Component", "Version"}
 PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless",

@@ -411,3 +411,27 @@ def test_episode_recorder_hands_out_finished_episodes_in_finishing_order():
     assert rec.take() is None  # nothing else finished
     rec.finish([9], [0.5], [1])
     assert rec.take().rewards.tolist() == [0.5]
+
+
+def test_snapshot_cache_evicts_the_least_recently_used_beyond_its_count_and_its_bytes():
+    from policies.snapshot import SnapshotCache, weight_bytes
+
+    blobs = {f"a{i}": policy_to_bytes(ActorCritic(PolicySpec(4, 3, (8,)))) for i in range(5)}
+    size = weight_bytes(policy_from_bytes(blobs["a0"]))
+    assert size == 4 * ((4 * 8 + 8) + (8 * 3 + 3) + (8 * 1 + 1))  # trunk, policy head, value head
+    fetched = []
+    cache = SnapshotCache(3, lambda a: fetched.append(a) or blobs[a], max_bytes=int(2.5 * size))
+    for a in ("a0", "a1", "a0", "a2"):  # a1 is least recently used when a2 arrives
+        cache.get(a)
+    assert "a1" not in cache and "a0" in cache and "a2" in cache
+    assert len(cache) == 2 and cache.bytes == 2 * size and cache.loads == 3 and fetched == ["a0", "a1", "a2"]
+    by_count = SnapshotCache(3, lambda a: blobs[a])
+    for a in blobs:
+        by_count.get(a)
+    assert list(by_count._entries) == ["a2", "a3", "a4"] and by_count.bytes == 3 * size
+    one = SnapshotCache(3, lambda a: blobs[a], max_bytes=size // 2)  # the newest stays though larger
+    one.get("a0")
+    one.get("a1")
+    assert len(one) == 1 and "a1" in one and one.bytes == size
+    with pytest.raises(ValueError, match="max_bytes"):
+        SnapshotCache(3, max_bytes=0)
