@@ -11,7 +11,9 @@ At the end it prints ONE JSON line: ``samples``, ``store_bytes_per_hour`` and ``
 per kind (least-squares slopes over the second half of the run, after start-up, of the kind's
 summed RSS), ``rss_mb_per_hour_max_actor`` per kind (the steepest slope of one process of the kind
 alive through the second half: the figure to hold against a per-actor bound), ``fds_growth``
-(open descriptors at the end minus at the middle), ``object_store_mb`` (last), and
+(open descriptors at the end minus at the middle), ``object_store_mb`` (last),
+``snapshot_loads_per_minute`` per process kind over the second half (snapshot cache misses: the
+cost of a cache smaller than what a process plays, ``snapshots.cache_mb``), and
 ``throughput_drift`` (mean env steps/s of the last quarter over the second quarter's; 1 is flat).
 The figures are for the machine it ran on; they are slopes, not targets.
 """
@@ -97,19 +99,35 @@ def store_bytes(storage: Path) -> int:
     return sum(p.stat().st_size for p in storage.glob("league.db*") if p.is_file())
 
 
-def object_store_mb(endpoints: list[str]) -> float | None:
-    """Ray's object store use on the run's nodes (``ray_object_store_memory``, MB); None if unread."""
-    total, seen = 0.0, False
+LOADS = re.compile(r'^ray_league_snapshot_cache_loads_total\{.*process="(\w+)".*\}\s+(\S+)$')
+
+
+def scrape(endpoints: list[str]) -> list[str]:
+    """The metric lines of the run's nodes' metrics agents (none where one does not answer)."""
+    lines = []
     for endpoint in endpoints:
         try:
-            text = urllib.request.urlopen(f"http://{endpoint}/metrics", timeout=5).read().decode()
+            lines += urllib.request.urlopen(f"http://{endpoint}/metrics", timeout=5).read().decode().splitlines()
         except OSError:
             continue
-        for line in text.splitlines():
-            if line.startswith("ray_object_store_memory{") or line.startswith("ray_object_store_memory "):
-                total += float(line.rsplit(" ", 1)[1])
-                seen = True
-    return total / 2**20 if seen else None
+    return lines
+
+
+def object_store_mb(lines: list[str]) -> float | None:
+    """Ray's object store use on the run's nodes (``ray_object_store_memory``, MB); None if unread."""
+    values = [float(line.rsplit(" ", 1)[1]) for line in lines
+              if line.startswith("ray_object_store_memory{") or line.startswith("ray_object_store_memory ")]
+    return sum(values) / 2**20 if values else None
+
+
+def snapshot_loads(lines: list[str]) -> dict[str, float]:
+    """Snapshots loaded into caches so far, per process kind (``ray_league_snapshot_cache_loads_total``)."""
+    out: dict[str, float] = {}
+    for line in lines:
+        m = LOADS.match(line)
+        if m:
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
+    return out
 
 
 def slope_per_hour(t: list[float], y: list[float]) -> float:
@@ -130,6 +148,9 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
     rss = {k: round(slope_per_hour([s["t"] for s in half if k in s["kinds"]],
                                    [s["kinds"][k]["rss_mb"] for s in half if k in s["kinds"]]), 3) for k in kinds}
     fds = lambda s: sum(v["fds"] for v in s["kinds"].values())  # noqa: E731
+    span_min = (half[-1]["t"] - half[0]["t"]) / 60.0 if len(half) > 1 else 0.0
+    loads = {k: round((half[-1].get("snapshot_loads", {}).get(k, 0.0) - half[0].get("snapshot_loads", {}).get(k, 0.0))
+                      / span_min, 2) for k in sorted(half[-1].get("snapshot_loads", {}))} if span_min else {}
     actor = {}  # per kind, the steepest slope of one process alive through the half
     for k in kinds:
         series: dict[int, list[tuple[float, float]]] = {}
@@ -153,6 +174,7 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
         "processes": {k: samples[-1]["kinds"].get(k, {}).get("processes", 0) for k in kinds} if samples else {},
         "fds_growth": (fds(half[-1]) - fds(half[0])) if half else 0,
         "object_store_mb": samples[-1]["object_store_mb"] if samples else None,
+        "snapshot_loads_per_minute": loads,
         "env_steps_per_s": round(float(np.mean(last)), 1) if last else None,
         "throughput_drift": round(drift, 4) if drift is not None else None,
     }
@@ -209,8 +231,9 @@ def main(argv: list[str] | None = None) -> int:
             kinds = process_sample(proc.pid)
             if not kinds:
                 continue  # starting up or stopping: no actor yet (or any more)
+            lines = scrape(endpoints)
             samples.append({"t": time.time() - t0, "store_bytes": store_bytes(storage), "kinds": kinds,
-                            "object_store_mb": object_store_mb(endpoints)})
+                            "object_store_mb": object_store_mb(lines), "snapshot_loads": snapshot_loads(lines)})
     except KeyboardInterrupt:
         proc.send_signal(signal.SIGINT)
     finally:

@@ -11,7 +11,8 @@ import pytest
 
 from bench.soak import actor_kind, slope_per_hour, summarize
 
-KEYS = {"samples", "store_bytes_per_hour", "rss_mb_per_hour", "rss_mb_per_hour_max_actor", "fds_growth", "throughput_drift", "object_store_mb"}
+KEYS = {"samples", "store_bytes_per_hour", "rss_mb_per_hour", "rss_mb_per_hour_max_actor", "fds_growth", "throughput_drift", "object_store_mb",
+        "snapshot_loads_per_minute"}
 
 
 def test_actor_kinds_come_from_ray_process_titles():
@@ -24,6 +25,7 @@ def test_actor_kinds_come_from_ray_process_titles():
 def test_summary_fits_the_second_half_and_compares_quarters():
     # RSS flat then rising 2 MB a minute from the middle on; the store grows 1 kB a second throughout
     samples = [{"t": 60.0 * i, "store_bytes": 1000 * 60 * i, "object_store_mb": 1.0,
+                "snapshot_loads": {"serve": 3.0 * i, "evaluator": 10.0},
                 "kinds": {"learner": {"processes": 2, "rss_mb": 200.0 + 2.0 * max(0, i - 5), "fds": 10 + i,
                                       "pids": {7: 100.0 + 1.5 * max(0, i - 5), 8: 100.0 + 0.5 * max(0, i - 5)}}}}
                for i in range(11)]
@@ -36,6 +38,7 @@ def test_summary_fits_the_second_half_and_compares_quarters():
     assert out["rss_mb_per_hour_max_actor"]["learner"] == pytest.approx(90.0)  # pid 7's 1.5 MB a minute
     assert out["fds_growth"] == 5
     assert out["throughput_drift"] == pytest.approx(0.8)
+    assert out["snapshot_loads_per_minute"] == {"evaluator": 0.0, "serve": pytest.approx(3.0)}
     assert slope_per_hour([0.0], [1.0]) == 0.0
 
 
@@ -58,3 +61,17 @@ def assert_one_soak_line(out: subprocess.CompletedProcess) -> dict:
     assert got["processes"]["learner"] == 3 and got["processes"]["coordinator"] == 1
     assert got["store_bytes"] > 0
     return got
+
+
+def test_metric_lines_give_object_store_use_and_snapshot_loads_per_process():
+    from bench.soak import object_store_mb, snapshot_loads
+
+    lines = ['# TYPE ray_league_snapshot_cache_loads_total counter',
+             'ray_league_snapshot_cache_loads_total{Component="core_worker",SessionName="s",process="serve"} 12.0',
+             'ray_league_snapshot_cache_loads_total{Component="core_worker",SessionName="s",process="serve"} 3.0',
+             'ray_league_snapshot_cache_loads_total{SessionName="s",process="evaluator",WorkerId="w"} 5.0',
+             'ray_object_store_memory{Location="MMAP_SHM",SessionName="s"} 1048576.0',
+             'ray_object_store_memory_other 7.0']
+    assert snapshot_loads(lines) == {"serve": 15.0, "evaluator": 5.0}
+    assert object_store_mb(lines) == 1.0
+    assert object_store_mb([]) is None and snapshot_loads([]) == {}
