@@ -373,6 +373,9 @@ class EvaluatorConfig:
     # the measuring evaluator solves every run.exploitability_every_seconds (games with exact
     # evaluation only: Kuhn, Leduc, matrix games). The meta-game Nash is still solved and measured.
     publish: str = "nash"
+    # how many measured snapshots that LP is solved over: the published members, then the newest
+    # (league.publication.lp_candidates); its time and memory grow with this, not with the pool
+    publish_candidates: int = 64
     num_cpus: float = 0.25
     num_gpus: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)
@@ -523,6 +526,9 @@ class Config:
             raise ConfigError("serve.port", f"must be a TCP port, got {self.serve.port}")
         if self.evaluator.exploitability is not None:
             _nonneg("evaluator.exploitability", self.evaluator.exploitability)
+        if not isinstance(self.evaluator.publish_candidates, int) or self.evaluator.publish_candidates < 1:
+            raise ConfigError("evaluator.publish_candidates",
+                              f"must be a whole number >= 1, got {self.evaluator.publish_candidates!r}")
         if self.evaluator.publish not in PUBLISH:
             raise ConfigError("evaluator.publish", f"must be one of {', '.join(PUBLISH)}, got {self.evaluator.publish!r}")
         if self.evaluator.publish == "least_exploitable" and not (

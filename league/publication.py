@@ -40,6 +40,20 @@ def solve_meta_game(solver: NashSolver, ids: list[str], matrix: np.ndarray, pool
     )
 
 
+def lp_candidates(measured: Sequence[str], published: Sequence[str], limit: int) -> list[str]:
+    """The snapshots the least exploitable mixture is re-solved over, at most ``limit``: the
+    published members still measured, then the newest of the other measured snapshots
+    (``measured`` is oldest first). The published mixture stays a feasible point of the LP, so
+    the exact NashConv it publishes never rises from one solve to the next while the LP's size,
+    its time and its memory stay bounded however large the pool grows."""
+    kept = set(measured)
+    members = [a for a in dict.fromkeys(published) if a in kept][:limit]
+    chosen = set(members)
+    newest = [a for a in reversed(measured) if a not in chosen][:limit - len(members)]
+    order = {a: i for i, a in enumerate(measured)}
+    return sorted(members + newest, key=order.__getitem__)
+
+
 class Publication:
     """The meta-game Nash, the published mixture and their protection from eviction.
 

@@ -37,6 +37,7 @@ def test_yaml_then_overrides(tmp_path):
     ("roles.main_agent.self_play=0.9", "roles.main_agent.self_play"),
     ("serve.port=70000", "serve.port"),
     ("rollout.opponent_inference=gpu", "rollout.opponent_inference"),
+    ("evaluator.publish_candidates=0", "evaluator.publish_candidates"),
     ("snapshots.cache_mb=0", "snapshots.cache_mb"),
     ("snapshots.cache_mb=nan", "snapshots.cache_mb"),
     ("ray.metrics_export_port=12000", "ray.metrics_export_port"),  # inside Ray's worker ports

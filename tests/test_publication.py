@@ -120,3 +120,47 @@ def test_a_bad_published_mixture_is_refused(ids, weights, match):
     with pytest.raises(ValueError, match=match):
         p.publish_least_exploitable(ids, weights, pool_version=1)
     assert p.published is None
+
+
+def test_lp_candidates_are_the_published_members_then_the_newest_in_pool_order():
+    from league.publication import lp_candidates
+
+    measured = [f"a{i}" for i in range(10)]  # oldest first
+    assert lp_candidates(measured, ["a2", "a5"], 4) == ["a2", "a5", "a8", "a9"]
+    assert lp_candidates(measured, ["gone", "a1"], 3) == ["a1", "a8", "a9"]  # an evicted member drops out
+    assert lp_candidates(measured, [], 20) == measured
+    assert lp_candidates(measured, ["a1", "a2", "a3"], 2) == ["a1", "a2"]  # members beyond the limit too
+    assert lp_candidates([], ["a1"], 5) == []
+
+
+def test_the_least_exploitable_mixture_over_bounded_candidates_never_gets_more_exploitable():
+    """Re-solved as the pool grows over at most 4 candidates (the published members, then the
+    newest), Kuhn's exact NashConv never rises from one solve to the next (the published mixture
+    stays feasible), and with room for every snapshot it equals the LP over all of them."""
+    import torch
+
+    from envs import make_game
+    from league.publication import lp_candidates
+    from policies.exploitability import least_exploitable_mixture, seat_profile
+    from policies.net import ActorCritic, PolicySpec
+
+    game = make_game("kuhn_poker", 2)
+    torch.manual_seed(4)
+    profiles = {}
+    for i in range(12):
+        model = ActorCritic(PolicySpec(game.obs_size, game.num_actions, (16,)))
+        with torch.no_grad():
+            model.policy_head.weight.mul_(3.0)
+        profiles[f"a{i}"] = [seat_profile(game, model, seat) for seat in (0, 1)]
+
+    def solve(ids):
+        weights, value = least_exploitable_mixture(game, *[np.stack([profiles[a][s] for a in ids]) for s in (0, 1)])
+        return [a for a, w in zip(ids, weights) if w > 1e-12], value
+
+    published, values = [], []
+    for n in range(1, 13):
+        measured = [f"a{i}" for i in range(n)]
+        published, value = solve(lp_candidates(measured, published, 4))
+        values.append(value)
+    assert all(later <= earlier + 1e-9 for earlier, later in zip(values, values[1:]))
+    assert solve(lp_candidates(list(profiles), [], 12))[1] == pytest.approx(solve(list(profiles))[1], abs=1e-12)
