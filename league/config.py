@@ -789,6 +789,25 @@ def _check_stage(cfg: Config, i: int, info) -> None:
         raise ConfigError(key, f"the stage's teams have {stage.team_size} agents, more than the game's {info.team_size}")
 
 
+def cache_warning(cfg: Config, supports_exact: bool, snapshot_bytes: int) -> str | None:
+    """A warning when a full pool of this league's networks (``snapshot_bytes`` of weights each)
+    would not fit the snapshot caches of the processes that play the whole pool: Serve replicas
+    or in-process workers when a role samples by PFSP (``alphastar``, ``pfsp``), and an evaluator
+    that samples games. Such a process draws an opponent per episode, so past the cache it
+    reloads snapshots from the store for most episodes (docs/operations.md). None when it fits."""
+    roles = [getattr(cfg.roles, r) for r in ("main_agent", "main_exploiter", "league_exploiter")]
+    pfsp = any(r.count > 0 and r.sampling in ("alphastar", "pfsp") for r in roles)
+    sampling_evaluator = cfg.evaluator.count > 0 and not (cfg.evaluator.exact and supports_exact)
+    fits = min(cfg.snapshots.cache_size, cfg.snapshots.cache_bytes // max(1, snapshot_bytes))
+    if not (pfsp or sampling_evaluator) or cfg.league.pool_max_size <= fits:
+        return None
+    need_mb = math.ceil(cfg.league.pool_max_size * snapshot_bytes / 2**20)
+    return (f"snapshots.cache_mb={cfg.snapshots.cache_mb:g} holds {fits} of this league's networks "
+            f"({snapshot_bytes / 1024:.0f} KB each) but league.pool_max_size is {cfg.league.pool_max_size}: "
+            f"processes that play the whole pool will reload most opponents from the store once it holds more; "
+            f"raise snapshots.cache_mb to {need_mb} or lower league.pool_max_size to {fits} (docs/operations.md)")
+
+
 def check_runnable(cfg: Config):
     """The checks that need the game and the code a config names, after ``load_config``: the game
     exists (and a game brought by module path keeps the protocol of envs/base.py), the network builds
