@@ -225,3 +225,5 @@ def test_a_pool_larger_than_the_snapshot_caches_is_warned_about_where_a_process_
     assert warning("configs/connect_four.yaml", "league.pool_max_size=1000", "snapshots.cache_mb=400") is None
     assert warning("configs/kuhn_poker.yaml") is None and warning("configs/leduc_poker.yaml") is None
     assert warning("configs/leduc_poker.yaml", "roles.main_agent.sampling=pfsp") is not None
+    for shipped in sorted((ROOT / "configs").glob("*.yaml")):  # no shipped config is warned about
+        assert warning(str(shipped)) is None, shipped.name
