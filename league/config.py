@@ -375,7 +375,7 @@ class EvaluatorConfig:
     publish: str = "nash"
     # how many measured snapshots that LP is solved over: the published members, then the newest
     # (league.publication.lp_candidates); its time and memory grow with this, not with the pool
-    publish_candidates: int = 64
+    publish_candidates: int = 256
     num_cpus: float = 0.25
     num_gpus: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)
