@@ -27,6 +27,7 @@ from league.league import League
 from league.matchmaking import MatchPlan
 from league.messages import (Checkpoint, ExactScores, MatchAssignments, NashMixture, ProgressDecision, ResultBatch,
                              SnapshotReply)
+from league.publication import lp_candidates
 from league.store import LeagueStore
 from monitoring.metrics import LeagueMetrics
 
@@ -524,9 +525,13 @@ class LeagueCoordinatorImpl:
         least_exploitable)."""
         return self.league.nash_view(self.league.meta_nash)
 
-    async def publish_candidates(self) -> tuple[list[str], int]:
-        """The measured snapshots the published mixture may be made of, and the pool version."""
-        return self.league.measured_ids(), self.league.pool_version
+    async def publish_candidates(self, limit: int) -> tuple[list[str], int]:
+        """The measured snapshots the least exploitable mixture is re-solved over (at most ``limit``:
+        the published members, then the newest; ``league.publication.lp_candidates``), and the
+        pool version."""
+        nash = self.league.nash_view()
+        members = [a for a, w in zip(nash.ids, nash.weights) if w > 0]
+        return lp_candidates(self.league.measured_ids(), members, limit), self.league.pool_version
 
     @timed
     async def publish(self, ids: list[str], weights: list[float], pool_version: int,

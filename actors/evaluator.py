@@ -23,7 +23,6 @@ from envs import make_game
 from envs.base import utility_range
 from league.config import Config
 from league.messages import ExactScores, NashMixture, Result, ResultBatch
-from league.publication import lp_candidates
 from league.seeds import generator, seed_int
 from monitoring.metrics import LeagueMetrics
 from policies.exploitability import (exact_nash_conv, least_exploitable_mixture, pack_profile, profile_value,
@@ -99,10 +98,7 @@ class EvaluatorImpl:
 
     def publish_least_exploitable(self) -> NashMixture | None:
         """Solve and publish the mixture of the measured snapshots with the least exact NashConv."""
-        measured, pool_version = ray.get(self.coordinator.publish_candidates.remote())
-        published: NashMixture = ray.get(self.coordinator.nash.remote())
-        members = [a for a, w in zip(published.ids, published.weights) if w > 0]
-        ids = lp_candidates(measured, members, self.cfg.evaluator.publish_candidates)
+        ids, pool_version = ray.get(self.coordinator.publish_candidates.remote(self.cfg.evaluator.publish_candidates))
         if not ids:
             return None
         start = time.perf_counter()

@@ -59,15 +59,6 @@ def override_texts(overrides: Mapping[str, Any] | Iterable[str] = ()) -> list[st
     return [overrides] if isinstance(overrides, str) else list(overrides)
 
 
-def network_bytes(cfg, info) -> int:
-    """Bytes of weights of one of this league's networks (what a snapshot cache holds of it)."""
-    from policies.net import build_policy, policy_spec
-    from policies.snapshot import weight_bytes
-
-    return weight_bytes(build_policy(policy_spec(cfg.policy, info.obs_size, info.num_actions, info.obs_shape,
-                                                 info.channels_last)))
-
-
 def load(argv: list[str] | None):
     """Config and game shape of the launcher's command line, all checked before Ray starts."""
     args = parse_args(argv)
@@ -615,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"nash-league: config error: {exc}", file=sys.stderr)
         return 2
-    warning = cache_warning(cfg, info.supports_exact, network_bytes(cfg, info))
+    warning = cache_warning(cfg, info)
     if warning:
         print(f"nash-league: warning: {warning}", file=sys.stderr, flush=True)
     from serve.api import ApiUnavailable  # after the checks: a bad config is one line without torch or Ray

@@ -789,17 +789,30 @@ def _check_stage(cfg: Config, i: int, info) -> None:
         raise ConfigError(key, f"the stage's teams have {stage.team_size} agents, more than the game's {info.team_size}")
 
 
-def cache_warning(cfg: Config, supports_exact: bool, snapshot_bytes: int) -> str | None:
-    """A warning when a full pool of this league's networks (``snapshot_bytes`` of weights each)
-    would not fit the snapshot caches of the processes that play the whole pool: Serve replicas
+def network_bytes(cfg: Config, info) -> int:
+    """Bytes of weights of one of this league's networks (what a snapshot cache holds of it), for
+    the game shape ``info`` (``check_runnable``'s)."""
+    from policies.net import build_policy, policy_spec
+    from policies.snapshot import weight_bytes
+
+    return weight_bytes(build_policy(policy_spec(cfg.policy, info.obs_size, info.num_actions, info.obs_shape,
+                                                 info.channels_last)))
+
+
+def cache_warning(cfg: Config, info) -> str | None:
+    """A warning when a full pool of this league's networks (``network_bytes``) would not fit
+    the snapshot caches of the processes that play the whole pool: Serve replicas
     or in-process workers when a role samples by PFSP (``alphastar``, ``pfsp``), and an evaluator
     that samples games. Such a process draws an opponent per episode, so past the cache it
     reloads snapshots from the store for most episodes (docs/operations.md). None when it fits."""
     roles = [getattr(cfg.roles, r) for r in ("main_agent", "main_exploiter", "league_exploiter")]
     pfsp = any(r.count > 0 and r.sampling in ("alphastar", "pfsp") for r in roles)
-    sampling_evaluator = cfg.evaluator.count > 0 and not (cfg.evaluator.exact and supports_exact)
+    sampling_evaluator = cfg.evaluator.count > 0 and not (cfg.evaluator.exact and info.supports_exact)
+    if not (pfsp or sampling_evaluator):
+        return None
+    snapshot_bytes = network_bytes(cfg, info)
     fits = min(cfg.snapshots.cache_size, cfg.snapshots.cache_bytes // max(1, snapshot_bytes))
-    if not (pfsp or sampling_evaluator) or cfg.league.pool_max_size <= fits:
+    if cfg.league.pool_max_size <= fits:
         return None
     need_mb = math.ceil(cfg.league.pool_max_size * snapshot_bytes / 2**20)
     return (f"snapshots.cache_mb={cfg.snapshots.cache_mb:g} holds {fits} of this league's networks "

@@ -209,12 +209,11 @@ def test_a_pool_larger_than_the_snapshot_caches_is_warned_about_where_a_process_
     weights, 401,440 bytes: 64 MB of cache holds 167 of them, so the shipped pool of 150 fits and a
     pool of 1000 is warned about, naming both keys (1000 of them need 383 MB). Kuhn's 1000 fit in
     the cache; Leduc's self-play with an exact evaluator plays no pool."""
-    from actors.launch import load_checked, network_bytes
-    from league.config import cache_warning
+    from actors.launch import load_checked
+    from league.config import cache_warning, network_bytes
 
     def warning(config, *overrides):
-        cfg, info = load_checked(config, overrides)
-        return cache_warning(cfg, info.supports_exact, network_bytes(cfg, info))
+        return cache_warning(*load_checked(config, overrides))
 
     c4 = warning("configs/connect_four.yaml", "league.pool_max_size=1000")
     cfg, info = load_checked("configs/connect_four.yaml", ())
