@@ -18,6 +18,7 @@ import numpy as np
 import ray
 import torch
 
+from actors import heap
 from actors.outbox import Outbox
 from envs import make_game
 from envs.base import utility_range
@@ -43,6 +44,7 @@ EXACT_MODELS_HELD = 64
 class EvaluatorImpl:
     def __init__(self, evaluator_id: str, cfg: Config, coordinator, index: int = 0):
         torch.set_num_threads(1)
+        heap.fix_mmap_threshold()  # its rounds build and drop arrays of MiBs (actors/heap.py)
         self.evaluator_id = evaluator_id
         self.cfg = cfg
         self.coordinator = coordinator
@@ -119,6 +121,7 @@ class EvaluatorImpl:
                     self.measure_exploitability()
                 except (KeyError, ray.exceptions.RayTaskError) as exc:
                     log.info("%s: exploitability skipped (%s)", self.evaluator_id, exc)
+                heap.trim()
             # exact pairs cost a dot product each once an agent's profiles are known, and
             # are measured once (snapshots are frozen)
             pairs = ray.get(self.coordinator.evaluation_pairs.remote(256 if self.exact else 2, self.exact))
