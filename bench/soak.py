@@ -1,8 +1,9 @@
 """Soak: does a league stay flat over time? ``python -m bench.soak [--minutes 60] [--config FILE]``.
 
 Runs a shipped config under the launcher as a subprocess, as a user does, and samples every
-``--interval`` seconds (default 60): the resident memory (RSS) and open file descriptors of every
-Ray process of the run by actor kind (coordinator, learner, rollout worker, evaluator, serve; found
+``--interval`` seconds (default 60): the resident memory (RSS: each process's least over the
+interval, read six times in it, so that transient arrays of work in progress do not read as
+growth), open file descriptors and CPU time of every Ray process of the run by actor kind (coordinator, learner, rollout worker, evaluator, serve; found
 among the launcher's descendants by their process title ``ray::ClassName``), the store's size
 (``league.db`` with its WAL), Ray's object store use (the node's ``ray_object_store_memory``
 metric) and the league's env steps/s (the launcher's progress lines).
@@ -14,8 +15,9 @@ alive through the second half: the figure to hold against a per-actor bound), ``
 (open descriptors at the end minus at the middle), ``object_store_mb`` (last),
 ``snapshot_loads_per_minute`` per process kind over the second half (snapshot cache misses: the
 cost of a cache smaller than what a process plays, ``snapshots.cache_mb``), and
-``throughput_drift`` (mean env steps/s of the last quarter over the second quarter's; 1 is flat).
-The figures are for the machine it ran on; they are slopes, not targets.
+``throughput_drift`` (mean env steps/s of the last quarter over the second quarter's; 1 is flat)
+and ``cpu_cores`` per kind over the ``second_quarter`` and the ``last_quarter`` (the cores its
+processes used on average: where a drift's CPU went). The figures are for the machine it ran on; they are slopes, not targets.
 """
 
 from __future__ import annotations
@@ -72,9 +74,12 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
 def process_sample(root_pid: int) -> dict[str, dict]:
-    """Per actor kind: processes, summed RSS (MB), open file descriptors and each process's RSS
-    (``pids``: pid -> MB)."""
+    """Per actor kind: processes, summed RSS (MB), open file descriptors, each process's RSS
+    (``pids``: pid -> MB) and the CPU time it has used (``cpu``: pid -> seconds)."""
     kinds: dict[str, dict[str, float]] = {}
     for pid in descendants(root_pid):
         try:
@@ -85,14 +90,48 @@ def process_sample(root_pid: int) -> dict[str, dict]:
             rss = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
                        if line.startswith("VmRSS:")) / 1024.0
             fds = len(os.listdir(f"/proc/{pid}/fd"))
-        except (OSError, StopIteration, ValueError):
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu = (int(stat[11]) + int(stat[12])) / CLOCK_TICKS  # utime + stime
+        except (OSError, StopIteration, ValueError, IndexError):
             continue  # gone meanwhile
-        k = kinds.setdefault(kind, {"processes": 0, "rss_mb": 0.0, "fds": 0, "pids": {}})
+        k = kinds.setdefault(kind, {"processes": 0, "rss_mb": 0.0, "fds": 0, "pids": {}, "cpu": {}})
         k["processes"] += 1
         k["rss_mb"] += rss
         k["fds"] += fds
         k["pids"][pid] = rss
+        k["cpu"][pid] = cpu
     return kinds
+
+
+def floor_sample(window: list[dict[str, dict]]) -> dict[str, dict]:
+    """One sample from several taken over an interval: the last one's processes, descriptors and
+    CPU times, each process's least RSS over the interval. A process's RSS rises while it works on
+    transient arrays (a solve in progress) and falls after; the floor is what it keeps, so a slope of
+    floors is growth, not the phase of the work a sample happened to catch."""
+    last = window[-1]
+    out = {}
+    for kind, k in last.items():
+        pids = {pid: min(s[kind]["pids"][pid] for s in window if kind in s and pid in s[kind]["pids"])
+                for pid in k["pids"]}
+        out[kind] = {**k, "pids": pids, "rss_mb": sum(pids.values())}
+    return out
+
+
+def cpu_cores(samples: list[dict], lo: float, hi: float) -> dict[str, float]:
+    """Per kind, the cores its processes used on average between the samples nearest ``lo`` and
+    ``hi`` seconds (a process that started in between counts from 0; one that ended is missed)."""
+    if len(samples) < 2:
+        return {}
+    a = min(samples, key=lambda s: abs(s["t"] - lo))
+    b = min(samples, key=lambda s: abs(s["t"] - hi))
+    if b["t"] <= a["t"]:
+        return {}
+    out = {}
+    for kind, k in b["kinds"].items():
+        before = a["kinds"].get(kind, {}).get("cpu", {})
+        used = sum(cpu - before.get(pid, 0.0) for pid, cpu in k.get("cpu", {}).items())
+        out[kind] = round(used / (b["t"] - a["t"]), 3)
+    return out
 
 
 def store_bytes(storage: Path) -> int:
@@ -163,6 +202,8 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
     quarter = lambda lo, hi: [r for at, r in rates if lo * end <= at < hi * end]  # noqa: E731
     second, last = quarter(0.25, 0.5), quarter(0.75, 1.01)
     drift = float(np.mean(last) / np.mean(second)) if second and last and np.mean(second) > 0 else None
+    cores = {"second_quarter": cpu_cores(samples, 0.25 * end, 0.5 * end),
+             "last_quarter": cpu_cores(samples, 0.75 * end, end)}
     return {
         "minutes": minutes,
         "samples": len(samples),
@@ -177,6 +218,7 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
         "snapshot_loads_per_minute": loads,
         "env_steps_per_s": round(float(np.mean(last)), 1) if last else None,
         "throughput_drift": round(drift, 4) if drift is not None else None,
+        "cpu_cores": cores,
     }
 
 
@@ -221,14 +263,20 @@ def main(argv: list[str] | None = None) -> int:
     reader = threading.Thread(target=read_output, daemon=True)
     reader.start()
     samples: list[dict] = []
+    window: list[dict] = []  # the interval's process samples, one every sixth of it
     try:
-        next_at = t0 + args.interval
+        next_at, peek_at = t0 + args.interval, t0 + args.interval / 6
         while proc.poll() is None:
-            time.sleep(min(1.0, max(0.0, next_at - time.time())))
+            time.sleep(min(1.0, max(0.0, min(next_at, peek_at) - time.time())))
+            if time.time() >= peek_at:
+                peek_at += args.interval / 6
+                sample = process_sample(proc.pid)
+                if sample:
+                    window.append(sample)
             if time.time() < next_at:
                 continue
             next_at += args.interval
-            kinds = process_sample(proc.pid)
+            kinds, window = (floor_sample(window) if window else {}), []
             if not kinds:
                 continue  # starting up or stopping: no actor yet (or any more)
             lines = scrape(endpoints)

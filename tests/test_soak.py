@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from bench.soak import actor_kind, slope_per_hour, summarize
+from bench.soak import actor_kind, floor_sample, slope_per_hour, summarize
 
 KEYS = {"samples", "store_bytes_per_hour", "rss_mb_per_hour", "rss_mb_per_hour_max_actor", "fds_growth", "throughput_drift", "object_store_mb",
-        "snapshot_loads_per_minute"}
+        "snapshot_loads_per_minute", "cpu_cores"}
 
 
 def test_actor_kinds_come_from_ray_process_titles():
@@ -27,7 +27,9 @@ def test_summary_fits_the_second_half_and_compares_quarters():
     samples = [{"t": 60.0 * i, "store_bytes": 1000 * 60 * i, "object_store_mb": 1.0,
                 "snapshot_loads": {"serve": 3.0 * i, "evaluator": 10.0},
                 "kinds": {"learner": {"processes": 2, "rss_mb": 200.0 + 2.0 * max(0, i - 5), "fds": 10 + i,
-                                      "pids": {7: 100.0 + 1.5 * max(0, i - 5), 8: 100.0 + 0.5 * max(0, i - 5)}}}}
+                                      "pids": {7: 100.0 + 1.5 * max(0, i - 5), 8: 100.0 + 0.5 * max(0, i - 5)},
+                                      # pid 7 uses half a core throughout, pid 8 a quarter, then a whole one
+                                      "cpu": {7: 30.0 * i, 8: 15.0 * min(i, 5) + 60.0 * max(0, i - 5)}}}}
                for i in range(11)]
     samples[-1]["kinds"]["learner"]["pids"][9] = 50.0  # a process that started late: no slope of its own
     rates = [(60.0 * i + 1, 100.0 if i < 5 else 80.0) for i in range(10)]
@@ -38,6 +40,9 @@ def test_summary_fits_the_second_half_and_compares_quarters():
     assert out["rss_mb_per_hour_max_actor"]["learner"] == pytest.approx(90.0)  # pid 7's 1.5 MB a minute
     assert out["fds_growth"] == 5
     assert out["throughput_drift"] == pytest.approx(0.8)
+    # quarters of the 600 s: samples nearest 150 and 300 s (120 and 300), 450 and 600 s (420 and 600)
+    assert out["cpu_cores"]["second_quarter"]["learner"] == pytest.approx((90 + 45) / 180)
+    assert out["cpu_cores"]["last_quarter"]["learner"] == pytest.approx((90 + 180) / 180)
     assert out["snapshot_loads_per_minute"] == {"evaluator": 0.0, "serve": pytest.approx(3.0)}
     assert slope_per_hour([0.0], [1.0]) == 0.0
 
@@ -61,6 +66,16 @@ def assert_one_soak_line(out: subprocess.CompletedProcess) -> dict:
     assert got["processes"]["learner"] == 3 and got["processes"]["coordinator"] == 1
     assert got["store_bytes"] > 0
     return got
+
+
+def test_a_sample_keeps_each_process_least_memory_over_its_interval():
+    # pid 1 works on a transient array in the middle reading; pid 2 ends the interval gone
+    window = [{"learner": {"processes": 2, "rss_mb": 0, "fds": 5, "pids": {1: 100.0, 2: 50.0}, "cpu": {1: 1.0, 2: 1.0}}},
+              {"learner": {"processes": 2, "rss_mb": 0, "fds": 6, "pids": {1: 180.0, 2: 40.0}, "cpu": {1: 2.0, 2: 2.0}}},
+              {"learner": {"processes": 1, "rss_mb": 0, "fds": 4, "pids": {1: 104.0}, "cpu": {1: 3.0}}}]
+    got = floor_sample(window)["learner"]
+    assert got["pids"] == {1: 100.0} and got["rss_mb"] == 100.0
+    assert got["fds"] == 4 and got["cpu"] == {1: 3.0} and got["processes"] == 1
 
 
 def test_metric_lines_give_object_store_use_and_snapshot_loads_per_process():
