@@ -5,7 +5,9 @@ Payoffs and Elo inside the league are relative. Every round this actor plays
 the config (``anchors``: ``uniform``, ``mcts:N``, ``pkg.module:factory``;
 ``policies.anchors.score_against``, seats alternating): ``published``, the
 league's published Nash mixture (one member drawn per game by its weight), and
-``newest_main``, the newest main-agent snapshot in the pool. Each score is
+``newest_main``, the newest main-agent snapshot in the pool, and with
+``search.simulations`` set, ``published_search``: the published mixture with each
+member searching that many positions a move (``policies.search``). Each score is
 recorded as the measurement ``anchor:<subject>:<anchor>``, and, where anchors
 have fixed ratings (``anchor_elo``; ``uniform`` is 1000), each subject's
 maximum-likelihood rating over those games as ``anchor_elo:<subject>``
@@ -39,6 +41,7 @@ from envs import game_info
 from league.anchors import anchor_ratings, anchored_elo, elo_kind, score_kind
 from league.config import Config
 from policies.anchors import score_against, survivors_trace
+from policies.search import SearchSpec
 from policies.snapshot import policy_from_bytes
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,7 @@ class AnchorJudgeImpl:
         self.seed = int(seed)
         self.ratings = anchor_ratings(cfg.anchors, cfg.anchor_elo)
         self.team_game = game_info(cfg.game.name, **cfg.game.kwargs).team_size > 1
+        self.search = cfg.search if cfg.search.simulations else None
         self._stop = threading.Event()
         self.rounds = 0  # loop turns, idle ones too (as Evaluator.get_stats)
         self.judged = 0  # rounds that scored at least one subject
@@ -62,25 +66,28 @@ class AnchorJudgeImpl:
     def stop(self) -> None:
         self._stop.set()
 
-    def _subjects(self) -> list[tuple[str, list[str], list, list[float], int]]:
-        """(subject, agent ids, models, weights, pool_version) of each subject that exists yet."""
+    def _subjects(self) -> list[tuple[str, list[str], list, list[float], int, SearchSpec | None]]:
+        """(subject, agent ids, models, weights, pool_version, search) of each subject that exists yet."""
         out = []
         nash = ray.get(self.coordinator.nash.remote())
         if nash.ids:
             models = [policy_from_bytes(ray.get(self.coordinator.get_snapshot.remote(i))) for i in nash.ids]
-            out.append(("published", nash.ids, models, [float(w) for w in nash.weights], nash.pool_version))
+            weights = [float(w) for w in nash.weights]
+            out.append(("published", nash.ids, models, weights, nash.pool_version, None))
+            if self.search is not None:
+                out.append(("published_search", nash.ids, models, weights, nash.pool_version, self.search))
         mains = [a for a in ray.get(self.coordinator.pool.remote()) if a["agent_type"] == "main_agent"]
         if mains:
             newest = mains[-1]["agent_id"]  # the pool lists oldest first
             model = policy_from_bytes(ray.get(self.coordinator.get_snapshot.remote(newest)))
-            out.append(("newest_main", [newest], [model], [1.0], nash.pool_version))
+            out.append(("newest_main", [newest], [model], [1.0], nash.pool_version, None))
         return out
 
     def judge_once(self) -> dict[str, dict[str, Any]]:
         """Score every subject against every anchor and record it; ``{subject: {anchor: score, "elo": r}}``."""
         cfg, games = self.cfg, self.cfg.evaluator.anchor_games
         out: dict[str, dict[str, Any]] = {}
-        for subject, ids, models, weights, pool_version in self._subjects():
+        for subject, ids, models, weights, pool_version, search in self._subjects():
             scored = out.setdefault(subject, {})
             rated = []
             for j, anchor in enumerate(cfg.anchors):
@@ -88,7 +95,7 @@ class AnchorJudgeImpl:
                     return out
                 start = time.perf_counter()
                 res = score_against(cfg.game.name, cfg.game.kwargs, models, weights, anchor, games,
-                                    seed=self.seed + 1000 * self.judged + j)
+                                    seed=self.seed + 1000 * self.judged + j, search=search)
                 data = {"anchor": anchor, "subject": subject, "agents": ids, "ci95": res["ci95"],
                         "games": res["games"], "pool_version": pool_version,
                         "seconds": time.perf_counter() - start}

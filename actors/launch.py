@@ -594,6 +594,9 @@ def quality_text(status: dict[str, Any]) -> str:
         scores = " ".join(f"{a} {m['value']:.2f}" for a, m in anchors["published"].items())
         elo = anchors.get("elo", {}).get("published")
         parts.append(f"vs anchors {scores}" + (f" (anchored Elo {elo['value']:.0f})" if elo else ""))
+    if anchors.get("published_search"):
+        scores = " ".join(f"{a} {m['value']:.2f}" for a, m in anchors["published_search"].items())
+        parts.append(f"with search {scores}")
     return " ".join(parts)
 
 

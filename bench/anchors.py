@@ -21,8 +21,16 @@ With ``--config`` the game, the anchors and the games per anchor are the
 config's (``anchors``, ``evaluator.anchor_games``), as the league's anchor judge
 plays them, and the line adds ``round_cpu_seconds``: the CPU time of one judge
 round (this mixture scored against every anchor, twice: the judge scores the
-published mixture and the newest main agent), and ``cpu_share``: a round's share
+published mixture and the newest main agent; with the config's ``search`` once
+more with search, as the judge's ``published_search``), and ``cpu_share``: a round's share
 of one core at ``evaluator.anchor_every_seconds``, round / (round + every).
+
+With ``--search SIMULATIONS`` the line adds ``search``: the same games with each member playing
+PUCT search guided by its network's prior and value (``policies.search``; ``--rollout-weight``,
+``--c-puct``, ``--prior-temperature``), its settings, its ``anchors`` and its ``seconds``; the
+network-alone scores stay in ``anchors``, so what search adds to the learned policy shows beside
+what the policy is without it. ``--uniform --search N`` is the search with a uniform prior and
+rollouts alone: the search's own strength, with nothing learned.
 
 With ``--versus OTHER_RUN`` each line adds ``versus``: the run's mixture against the other run's,
 head to head (``bench.league_vs_selfplay.head_to_head``: ``--versus-games`` games, each member by
@@ -41,6 +49,7 @@ tic-tac-toe, ...).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -61,11 +70,12 @@ def _stored_mixture(run_dir: str):
     return game, params, ids, models, weights
 
 
-def score_mixture(game: str, params: dict, models, weights, anchors: list[str], games: int, seed: int) -> dict:
+def score_mixture(game: str, params: dict, models, weights, anchors: list[str], games: int, seed: int,
+                  search=None) -> dict:
     from policies.anchors import score_against
 
-    return {a: {k: v for k, v in score_against(game, params, models, weights, a, games, seed).items() if k != "anchor"}
-            for a in anchors}
+    return {a: {k: v for k, v in score_against(game, params, models, weights, a, games, seed, search).items()
+                if k != "anchor"} for a in anchors}
 
 
 def _versus(run_dir: str, other: str, game: str, params: dict, games: int, seed: int) -> dict:
@@ -96,6 +106,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--versus", metavar="RUN_DIR", help="another run of the same game: score each --storage "
                                                             "run's mixture against its mixture, head to head")
     parser.add_argument("--versus-games", type=int, default=200, help="head-to-head games with --versus (default 200)")
+    parser.add_argument("--search", type=int, default=0, metavar="SIMULATIONS",
+                        help="also score the mixture playing with PUCT search guided by its networks, SIMULATIONS "
+                             "a move (policies.search; a perfect-information OpenSpiel game)")
+    parser.add_argument("--rollout-weight", type=float, default=0.0,
+                        help="with --search: a leaf's value mixes one random rollout in at this weight (default 0)")
+    parser.add_argument("--c-puct", type=float, default=1.5, help="with --search: PUCT's exploration (default 1.5)")
+    parser.add_argument("--prior-temperature", type=float, default=1.0,
+                        help="with --search: the network's prior flattened by this temperature (default 1)")
     parser.add_argument("--config", help="a league config: its game, anchors and evaluator.anchor_games, and the "
                                          "CPU share of one anchor judge round")
     args = parser.parse_args(argv)
@@ -124,6 +142,17 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--versus scores --storage runs, not --uniform")
     if args.versus_games < 1:
         parser.error(f"--versus-games must be >= 1, got {args.versus_games}")
+    args.search_spec = None
+    if args.cfg is not None and args.cfg.search.simulations and not args.search:
+        args.search_spec = args.cfg.search  # the judge's third subject: its cost is part of a round
+    if args.search:
+        from policies.search import SearchSpec
+
+        try:
+            args.search_spec = SearchSpec(simulations=args.search, c_puct=args.c_puct,
+                                          rollout_weight=args.rollout_weight, prior_temperature=args.prior_temperature)
+        except ValueError as exc:
+            parser.error(f"--search: {exc}")
     from policies.anchors import parse_anchor
 
     args.anchors = [a.strip() for a in args.anchors.split(",") if a.strip()]
@@ -151,6 +180,15 @@ def main(argv=None) -> int:
             else:
                 game, params, ids, models, weights = _stored_mixture(run_dir)
             scores = score_mixture(game, params, models, weights, args.anchors, args.games, args.seed)
+            scores_cpu = time.process_time() - cpu0
+            searched, searched_cpu = None, 0.0
+            if args.search_spec is not None:
+                t1 = time.perf_counter()
+                searched = {**dataclasses.asdict(args.search_spec),
+                            "anchors": score_mixture(game, params, models, weights, args.anchors, args.games,
+                                                     args.seed, args.search_spec)}
+                searched["seconds"] = round(time.perf_counter() - t1, 1)
+                searched_cpu = time.process_time() - cpu0 - scores_cpu
             versus = None
             if args.versus is not None:
                 versus = _versus(run_dir, args.versus, game, params, args.versus_games, args.seed)
@@ -159,11 +197,15 @@ def main(argv=None) -> int:
             return 2
         line = {"bench": "anchors", "storage": run_dir or "uniform", "game": game, "support": len(ids),
                 "anchors": scores, "seconds": round(time.perf_counter() - t0, 1)}
+        if searched is not None:
+            line["search"] = searched
         if versus is not None:
             line["versus"] = versus
         if args.cfg is not None:
             every = args.cfg.evaluator.anchor_every_seconds
-            round_cpu = 2 * (time.process_time() - cpu0)  # two subjects per round
+            # the published mixture and the newest main agent, as the judge plays them, and with the
+            # config's search the published mixture once more, searching
+            round_cpu = 2 * scores_cpu + (searched_cpu if args.cfg.search.simulations else 0.0)
             line.update(round_cpu_seconds=round(round_cpu, 2), anchor_every_seconds=every,
                         cpu_share=round(round_cpu / (round_cpu + every), 4))
         print(json.dumps(line), flush=True)

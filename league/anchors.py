@@ -57,7 +57,8 @@ def parse_anchor(text: str) -> AnchorSpec:
     return AnchorSpec(text, "factory", factory=text)
 
 
-SUBJECTS = ("published", "newest_main")
+# published_search only where the config searches (search.simulations)
+SUBJECTS = ("published", "published_search", "newest_main")
 # the rating `uniform` gets unless anchor_elo says otherwise: the league's own Elo pins uniform
 # random play at 1000 (league.elo.UNIFORM_RANDOM), so the two scales agree
 UNIFORM_ELO = 1000.0

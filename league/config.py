@@ -376,6 +376,10 @@ class EvaluatorConfig:
     # how many measured snapshots that LP is solved over: the published members, then the newest
     # (league.publication.lp_candidates); its time and memory grow with this, not with the pool
     publish_candidates: int = 256
+    # the most of one core the measuring evaluator's rounds (least-exploitable LP, exact NashConv)
+    # take: a round whose CPU time would exceed it pushes the next one back past
+    # run.exploitability_every_seconds (actors.evaluator.round_interval)
+    exploitability_cpu_share: float = 0.1
     num_cpus: float = 0.25
     num_gpus: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)
@@ -394,6 +398,31 @@ class EvaluatorConfig:
     anchor_every_seconds: float = 120.0
     anchor_games: int = 50
     anchor_num_cpus: float = 0.5
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    # How the published policy plays with search (policies.search: PUCT over the game's native states,
+    # the network's prior and value at the leaves) on a perfect-information OpenSpiel game. With
+    # simulations > 0 the anchor judge scores a third subject, published_search: the published
+    # mixture, each member searching `simulations` positions a move. 0: off. policies.search takes
+    # this as its spec (SearchSpec), checked when built.
+    simulations: int = 0
+    c_puct: float = 1.5
+    rollout_weight: float = 0.0  # a leaf's value mixes one random rollout in at this weight
+    prior_temperature: float = 1.0  # above 1 flattens the network's prior
+    batch: int = 8  # leaves per forward pass
+
+    def __post_init__(self):
+        for key in ("simulations", "batch"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"search.{key}", f"must be an integer, got {value!r}")
+        _nonneg("search.simulations", self.simulations)
+        _positive("search.c_puct", self.c_puct)
+        _unit("search.rollout_weight", self.rollout_weight)
+        _positive("search.prior_temperature", self.prior_temperature)
+        _positive("search.batch", self.batch)
 
 
 @dataclass
@@ -474,6 +503,7 @@ class Config:
     # fixed Elo ratings of anchors, e.g. {"mcts:100": 1500}; uniform is 1000 unless given (league.anchors)
     anchor_elo: dict[str, float] = field(default_factory=dict)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
     snapshots: SnapshotsConfig = field(default_factory=SnapshotsConfig)
     ray: RayConfig = field(default_factory=RayConfig)
@@ -517,6 +547,7 @@ class Config:
             raise ConfigError("rollout.opponent_inference", f"must be inprocess or serve, got {self.rollout.opponent_inference!r}")
         _nonneg("evaluator.count", self.evaluator.count)
         _positive("evaluator.games_per_pair", self.evaluator.games_per_pair)
+        _unit("evaluator.exploitability_cpu_share", self.evaluator.exploitability_cpu_share, open_low=True)
         _nonneg("evaluator.probe_every_seconds", self.evaluator.probe_every_seconds)
         for name in ("probe_steps", "probe_eval_episodes", "probe_num_envs"):
             _positive(f"evaluator.{name}", getattr(self.evaluator, name))
@@ -884,6 +915,18 @@ def check_runnable(cfg: Config):
         if net not in ("mlp", "conv", cfg.policy.net):
             raise ConfigError(f"league.seed_snapshots[{i}]", f"{snap} holds a {net!r} network; a seed snapshot "
                                                               f"may hold mlp, conv or the policy.net of this config")
+    if cfg.search.simulations:
+        if not is_openspiel_game(name):
+            raise ConfigError("search.simulations", f"search plays a perfect-information OpenSpiel game; {name} is not one")
+        from envs.openspiel import load_two_player_zero_sum
+        from policies.search import check_searchable
+
+        try:
+            check_searchable(load_two_player_zero_sum(name, cfg.game.kwargs or None))
+        except ValueError as exc:
+            raise ConfigError("search.simulations", str(exc).splitlines()[0]) from None
+        if not cfg.anchors:
+            raise ConfigError("search.simulations", "the searching policy is scored against the anchors: list some")
     if cfg.anchors:
         from policies.anchors import check_anchor
 

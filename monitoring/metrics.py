@@ -45,7 +45,8 @@ class LeagueMetrics:
                                      ("bound",)),
             "anchor_score": Gauge("league_anchor_score",
                                   "Last score in [0, 1] against a fixed anchor (config `anchors`) of the published "
-                                  "Nash mixture (subject=published) or the newest main agent (subject=newest_main)",
+                                  "Nash mixture (subject=published), the same with search (subject=published_search, "
+                                  "config `search`) or the newest main agent (subject=newest_main)",
                                   ("anchor", "subject")),
             "anchor_elo": Gauge("league_anchor_elo",
                                 "Elo rating from the last scores against the anchors of fixed rating "

@@ -579,7 +579,8 @@ def fig_anchors(data: ReportData):
     scores, elos = anchor_scores(data), anchor_elos(data)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     anchors = sorted({a for by_anchor in scores.values() for a in by_anchor})
-    style = {"published": ("-", "o", "published Nash mixture"), "newest_main": ("--", "s", "newest main agent")}
+    style = {"published": ("-", "o", "published Nash mixture"), "newest_main": ("--", "s", "newest main agent"),
+             "published_search": (":", "^", "published mixture with search")}
     for subject, by_anchor in scores.items():
         ls, marker, what = style[subject]
         for anchor, rows in by_anchor.items():
@@ -721,7 +722,8 @@ def render_html(data: ReportData, figures: dict[str, tuple[str, bool]]) -> str:
         rows.append(("best-response probe, latest (lower bound on exploitability)",
                      f"<span id='probe'>{p['value']:+.4f}</span> [{low:.4f}, {high:.4f}] "
                      f"({_fmt(p.get('steps', 0))} training steps, {e(_when(p['time']))})"))
-    what = {"published": "published Nash mixture", "newest_main": "newest main agent"}
+    what = {"published": "published Nash mixture", "newest_main": "newest main agent",
+            "published_search": "published mixture with search"}
     for subject, by_anchor in s["anchors"].items():
         elo = s["anchor_elo"].get(subject)
         rows.append((f"score vs anchors, latest ({what[subject]})", ", ".join(

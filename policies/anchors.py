@@ -44,6 +44,7 @@ from envs import is_openspiel_game
 from envs.openspiel import load_two_player_zero_sum, sample_chance, state_tensor
 from league.anchors import AnchorSpec, parse_anchor  # noqa: F401 (re-exported: the syntax needs no pyspiel)
 from policies.net import sample_rows
+from policies.search import PUCT, SearchSpec, check_searchable
 
 UCT_C = 2.0  # OpenSpiel's default exploration constant for MCTSBot
 ROLLOUTS = 1  # random rollouts per leaf evaluation (OpenSpiel's examples use 1)
@@ -145,10 +146,13 @@ def _member_action(model, tensor, state, player: int, num_actions: int, rng: np.
     return int(sample_rows(probs, rng)[0])
 
 
-def play_game(game: pyspiel.Game, model, bot, policy_seat: int, rng: np.random.Generator) -> float:
+def play_game(game: pyspiel.Game, model, bot, policy_seat: int, rng: np.random.Generator,
+              search: SearchSpec | None = None, search_rng: np.random.Generator | None = None) -> float:
     """One whole game, ``model`` (an actor-critic, or None for uniform play) in
-    ``policy_seat``, ``bot`` in the other; the policy's return."""
+    ``policy_seat``, ``bot`` in the other; the policy's return. With ``search`` the policy
+    plays with PUCT search guided by its network (``policies.search``), drawing on ``search_rng``."""
     tensor = state_tensor(game)
+    searcher = PUCT(game, model, search, search_rng if search_rng is not None else rng) if search is not None else None
     num_actions = game.num_distinct_actions()
     state = game.new_initial_state()
     if hasattr(bot, "restart"):
@@ -158,7 +162,9 @@ def play_game(game: pyspiel.Game, model, bot, policy_seat: int, rng: np.random.G
             state.apply_action(sample_chance(state.chance_outcomes(), rng.random()))
             continue
         player = state.current_player()
-        if player == policy_seat:
+        if player == policy_seat and searcher is not None:
+            action = searcher.step(state)
+        elif player == policy_seat:
             action = _member_action(model, tensor, state, player, num_actions, rng)
         else:
             action = int(bot.step(state))
@@ -167,10 +173,11 @@ def play_game(game: pyspiel.Game, model, bot, policy_seat: int, rng: np.random.G
 
 
 def score_against(game_name: str, params: dict | None, models: Sequence[Any], weights: Sequence[float],
-                  anchor: str, games: int, seed: int = 0) -> dict:
+                  anchor: str, games: int, seed: int = 0, search: SearchSpec | None = None) -> dict:
     """Mean score in [0, 1] of the mixture (``models`` drawn per game by ``weights``;
     a ``None`` model plays uniformly) against ``anchor`` over ``games`` games,
-    seats alternating, with a 95% normal-approximation interval."""
+    seats alternating, with a 95% normal-approximation interval. With ``search`` each member
+    plays with PUCT search guided by its network (a perfect-information OpenSpiel game)."""
     if games < 1:
         raise ValueError(f"games must be >= 1, got {games}")
     spec = parse_anchor(anchor)
@@ -181,7 +188,12 @@ def score_against(game_name: str, params: dict | None, models: Sequence[Any], we
     rng = np.random.default_rng(seed)
     if spec.kind == "mcts" and not is_openspiel_game(game_name):
         raise ValueError(f"anchor {spec.name!r} needs a sequential OpenSpiel game; {game_name} is not one")
-    if spec.kind == "uniform" or (spec.kind == "factory" and not is_openspiel_game(game_name)):
+    if search is not None:
+        if not is_openspiel_game(game_name):
+            raise ValueError(f"search needs a perfect-information OpenSpiel game; {game_name} is not one")
+        check_searchable(load_two_player_zero_sum(game_name, params or None))
+        scores = _scores_against_bot(game_name, params, models, w, spec, games, seed, rng, search)
+    elif spec.kind == "uniform" or (spec.kind == "factory" and not is_openspiel_game(game_name)):
         scores = _scores_through_protocol(game_name, params, models, w, spec, games, rng)
     else:
         scores = _scores_against_bot(game_name, params, models, w, spec, games, seed, rng)
@@ -286,14 +298,17 @@ def survivors_trace(game_name: str, params: dict | None, model, anchor: str, sea
 
 
 def _scores_against_bot(game_name: str, params: dict | None, models, w: np.ndarray, spec: AnchorSpec,
-                        games: int, seed: int, rng: np.random.Generator) -> np.ndarray:
+                        games: int, seed: int, rng: np.random.Generator,
+                        search: SearchSpec | None = None) -> np.ndarray:
     """Whole games on native OpenSpiel states against an MCTS or user bot, seats alternating."""
     game = load_two_player_zero_sum(game_name, params or None)
     lo, hi = float(game.min_utility()), float(game.max_utility())
     bot = make_bot(spec, game, seed)
+    # the search's own stream: the bot's (a uniform bot seeded ``seed``) must not replay its draws
+    search_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
     scores = np.empty(games)
     for i in range(games):
         model = models[int(rng.choice(len(models), p=w))]
-        ret = play_game(game, model, bot, policy_seat=i % 2, rng=rng)
+        ret = play_game(game, model, bot, policy_seat=i % 2, rng=rng, search=search, search_rng=search_rng)
         scores[i] = (ret - lo) / (hi - lo) if hi > lo else 0.5
     return scores

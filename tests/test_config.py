@@ -42,6 +42,14 @@ def test_yaml_then_overrides(tmp_path):
     ("snapshots.cache_mb=nan", "snapshots.cache_mb"),
     ("ray.metrics_export_port=12000", "ray.metrics_export_port"),  # inside Ray's worker ports
     ("ray.metrics_export_port=0", "ray.metrics_export_port"),
+    ("evaluator.exploitability_cpu_share=0", "evaluator.exploitability_cpu_share"),
+    ("evaluator.exploitability_cpu_share=1.5", "evaluator.exploitability_cpu_share"),
+    ("search.simulations=-1", "search.simulations"),
+    ("search.simulations=2.5", "search.simulations"),
+    ("search.c_puct=0", "search.c_puct"),
+    ("search.rollout_weight=1.5", "search.rollout_weight"),
+    ("search.prior_temperature=nan", "search.prior_temperature"),
+    ("search.batch=0", "search.batch"),
     ("novalue", "novalue"),
 ])
 def test_bad_values_name_the_key(override, key):
@@ -189,6 +197,19 @@ def test_least_exploitable_publishing_needs_a_game_with_exact_evaluation():
     assert err.value.key == "evaluator.publish" and "exact" in str(err.value)
     cfg, _ = load(["--config", "configs/leduc_poker.yaml"])
     assert cfg.evaluator.publish == "least_exploitable"
+
+
+def test_search_needs_a_perfect_information_game_and_anchors_to_be_scored_against():
+    from actors.launch import load
+
+    for args, why in ((["--config", "configs/leduc_poker.yaml", "search.simulations=50", "anchors=[uniform]"],
+                       "perfect-information"),
+                      (["--config", "configs/connect_four.yaml", "search.simulations=50", "anchors=[]"], "anchors")):
+        with pytest.raises(ConfigError) as err:
+            load(args)
+        assert err.value.key == "search.simulations" and why in str(err.value)
+    cfg, _ = load(["--config", "configs/connect_four.yaml", "search.simulations=50"])
+    assert cfg.search.simulations == 50
 
 
 def test_the_progress_line_shows_probe_and_nash_conv_beside_meta_exploitability():

@@ -1,7 +1,8 @@
 """Leagues with networks other than the MLP, run as users run them (the launcher as a subprocess):
 a residual conv net on Connect Four whose snapshots the Serve deployment plays and /nash/act
 answers with, exported to ONNX by the CLI, and which scores itself against fixed anchors (uniform
-play and MCTS-10) on /status, in the store and on the progress line. A user's factory network runs in a
+play and MCTS-10), with and without play-time search, on /status, in the store and on the progress
+line. A user's factory network runs in a
 league on the user's own game in test_custom_games_league.py."""
 
 from __future__ import annotations
@@ -103,11 +104,11 @@ def test_a_conv_league_on_connect_four_trains_snapshots_serves_answers_nash_act_
         tmp_path / "run", ["--config", "configs/connect_four.yaml", "policy.net=conv", "policy.channels=16",
                            "policy.blocks=1", "rollout.opponent_inference=serve",
                            "roles.main_agent.snapshot_every_steps=2000", f"anchors=[{', '.join(ANCHORS)}]",
-                           'anchor_elo={"mcts:10": 1400}', "evaluator.anchor_every_seconds=2",
+                           'anchor_elo={"mcts:10": 1400}', "evaluator.anchor_every_seconds=2", "search.simulations=8",
                            f"evaluator.anchor_games={ANCHOR_GAMES}", *SMALL], ready)
     from actors.launch import quality_text
 
-    assert "vs anchors uniform" in quality_text(status)  # what the progress line shows of this status
+    assert "vs anchors uniform" in quality_text(status) and "with search uniform" in quality_text(status)  # what the progress line shows of this status
     assert_anchor_scores_are_stored_measurements(status["quality"]["anchors"], tmp_path / "run")
     assert len(answer["actions"]) == 64
     assert all(masks[i, a] for i, a in enumerate(answer["actions"]))
