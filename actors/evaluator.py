@@ -35,10 +35,21 @@ log = logging.getLogger(__name__)
 
 # An exact evaluator scores pairs from the agents' profiles (small, packed one number per own path:
 # 192 bytes an agent on Kuhn poker, 17 KB on Leduc, against 45 and 107 KB for its network), kept for
-# every agent it scores; of the networks it
-# holds only the last few used (a profile is computed once, and the Nash members' networks are
-# reloaded for each exploitability measurement).
-EXACT_MODELS_HELD = 64
+# every agent it scores; of the networks it holds only the last 128 used (a profile is computed once;
+# the networks an exploitability round measures are the members of the published mixture and of the
+# meta-game Nash (the published one alone had 45 after an hour of Leduc, when 64 held networks meant
+# 46 snapshot loads a minute).
+EXACT_MODELS_HELD = 128
+
+
+TRIM_EVERY_SECONDS = 30.0  # how often the evaluator hands its heap's free pages back (actors/heap.py)
+
+
+def round_interval(every: float, cpu_seconds: float, share: float) -> float:
+    """Seconds from the start of one exploitability round to the next: ``every``, or longer where the
+    last round's CPU time would take more than ``share`` of a core (its solves grow with the pool;
+    a long run keeps their cost a bounded share of the machine)."""
+    return max(every, cpu_seconds / share)
 
 
 class EvaluatorImpl:
@@ -110,18 +121,23 @@ class EvaluatorImpl:
                                                        time.perf_counter() - start))
 
     def run(self) -> int:
-        last_measure = 0.0
+        last_measure, interval = 0.0, self.cfg.run.exploitability_every_seconds
+        last_trim = time.time()
         pending = self.outbox.pending_batch()
         if pending is not None:  # a past life's batch that was never acknowledged
             self._deliver(pending)
         while not self._stop.is_set():
-            if self.measures_exploitability and time.time() - last_measure >= self.cfg.run.exploitability_every_seconds:
-                last_measure = time.time()
+            if self.measures_exploitability and time.time() - last_measure >= interval:
+                last_measure, cpu = time.time(), time.process_time()
                 try:
                     self.measure_exploitability()
                 except (KeyError, ray.exceptions.RayTaskError) as exc:
                     log.info("%s: exploitability skipped (%s)", self.evaluator_id, exc)
+                interval = round_interval(self.cfg.run.exploitability_every_seconds, time.process_time() - cpu,
+                                          self.cfg.evaluator.exploitability_cpu_share)
+            if time.time() - last_trim >= TRIM_EVERY_SECONDS:  # networks loaded and dropped leave free pages
                 heap.trim()
+                last_trim = time.time()
             # exact pairs cost a dot product each once an agent's profiles are known, and
             # are measured once (snapshots are frozen)
             pairs = ray.get(self.coordinator.evaluation_pairs.remote(256 if self.exact else 2, self.exact))

@@ -237,3 +237,14 @@ def test_an_exact_evaluator_keeps_every_agents_profiles_and_only_a_few_networks(
     assert ev.cache.loads == n  # one load an agent: its profiles are kept
     again = ev.exact_scores([("a0", "a1")])  # a0's network left the cache; its profiles did not
     assert again == scores[:1] and ev.cache.loads == n
+
+
+def test_exploitability_rounds_keep_within_their_share_of_a_core():
+    # a round of 1 s of CPU fits 10% of a core at one every 30 s; one of 6 s (a late pool's LP) waits
+    # 60 s, so the rounds never take more than the share however large the pool grows
+    from actors.evaluator import round_interval
+
+    assert round_interval(30.0, 1.0, 0.1) == 30.0
+    assert round_interval(30.0, 6.0, 0.1) == pytest.approx(60.0)
+    for cpu in (0.5, 3.0, 7.5, 40.0):
+        assert cpu / round_interval(30.0, cpu, 0.1) <= 0.1 + 1e-12
