@@ -3,8 +3,9 @@
 Runs a shipped config under the launcher as a subprocess, as a user does, and samples every
 ``--interval`` seconds (default 60): the resident memory (RSS: each process's least over the
 interval, read six times in it, so that transient arrays of work in progress do not read as
-growth), open file descriptors and CPU time of every Ray process of the run by actor kind (coordinator, learner, rollout worker, evaluator, serve; found
-among the launcher's descendants by their process title ``ray::ClassName``), the store's size
+growth), open file descriptors and CPU time of every Ray process of the run by actor kind
+(coordinator, learner, rollout worker, evaluator, anchor judge, serve; found among the launcher's
+descendants by their process title ``ray::ClassName``), the store's size
 (``league.db`` with its WAL), Ray's object store use (the node's ``ray_object_store_memory``
 metric) and the league's env steps/s (the launcher's progress lines).
 
@@ -41,7 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # process title (``ray::ClassName`` or ``ray::ClassName.method``) -> actor kind
 KINDS = (("LeagueCoordinator", "coordinator"), ("Learner", "learner"), ("RolloutWorker", "rollout_worker"),
-         ("Evaluator", "evaluator"), ("Prober", "evaluator"), ("ServeReplica", "serve"), ("ServeController", "serve"),
+         ("Evaluator", "evaluator"), ("Prober", "evaluator"), ("AnchorJudge", "anchor_judge"),
+         ("ServeReplica", "serve"), ("ServeController", "serve"),
          ("ProxyActor", "serve"), ("ApiServer", "serve"))
 PROGRESS = re.compile(r"^\[\s*([\d.]+)s\]\s+([\d.]+) env steps/s")
 ENDPOINTS = re.compile(r"metrics of Ray session \S+ at (.*?); Prometheus")
@@ -104,16 +106,21 @@ def process_sample(root_pid: int) -> dict[str, dict]:
 
 
 def floor_sample(window: list[dict[str, dict]]) -> dict[str, dict]:
-    """One sample from several taken over an interval: the last one's processes, descriptors and
-    CPU times, each process's least RSS over the interval. A process's RSS rises while it works on
-    transient arrays (a solve in progress) and falls after; the floor is what it keeps, so a slope of
-    floors is growth, not the phase of the work a sample happened to catch."""
-    last = window[-1]
-    out = {}
-    for kind, k in last.items():
-        pids = {pid: min(s[kind]["pids"][pid] for s in window if kind in s and pid in s[kind]["pids"])
-                for pid in k["pids"]}
-        out[kind] = {**k, "pids": pids, "rss_mb": sum(pids.values())}
+    """One sample from several taken over an interval: every process read in it, with its least
+    RSS over the interval and its latest descriptors and CPU time. A process's RSS rises while it
+    works on transient arrays (a solve in progress) and falls after; the floor is what it keeps,
+    so a slope of floors is growth, not the phase of the work a reading happened to catch."""
+    out: dict[str, dict] = {}
+    for reading in window:
+        for kind, k in reading.items():
+            o = out.setdefault(kind, {"pids": {}, "cpu": {}})
+            for pid, mb in k["pids"].items():
+                o["pids"][pid] = min(mb, o["pids"].get(pid, mb))
+                o["cpu"][pid] = k["cpu"][pid]
+            o["fds"] = k["fds"]
+    for o in out.values():
+        o["processes"] = len(o["pids"])
+        o["rss_mb"] = sum(o["pids"].values())
     return out
 
 
@@ -187,6 +194,7 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
     rss = {k: round(slope_per_hour([s["t"] for s in half if k in s["kinds"]],
                                    [s["kinds"][k]["rss_mb"] for s in half if k in s["kinds"]]), 3) for k in kinds}
     fds = lambda s: sum(v["fds"] for v in s["kinds"].values())  # noqa: E731
+    last_of = lambda k: next(s["kinds"][k] for s in reversed(samples) if k in s["kinds"])  # noqa: E731
     span_min = (half[-1]["t"] - half[0]["t"]) / 60.0 if len(half) > 1 else 0.0
     loads = {k: round((half[-1].get("snapshot_loads", {}).get(k, 0.0) - half[0].get("snapshot_loads", {}).get(k, 0.0))
                       / span_min, 2) for k in sorted(half[-1].get("snapshot_loads", {}))} if span_min else {}
@@ -211,8 +219,9 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
         "store_bytes_per_hour": round(slope_per_hour(t, [s["store_bytes"] for s in half]), 1),
         "rss_mb_per_hour": rss,
         "rss_mb_per_hour_max_actor": actor,
-        "rss_mb": {k: round(samples[-1]["kinds"].get(k, {}).get("rss_mb", 0.0), 1) for k in kinds} if samples else {},
-        "processes": {k: samples[-1]["kinds"].get(k, {}).get("processes", 0) for k in kinds} if samples else {},
+        # each kind as last read while the league ran (a stopping league's last readings lack some)
+        "rss_mb": {k: round(last_of(k)["rss_mb"], 1) for k in kinds},
+        "processes": {k: last_of(k)["processes"] for k in kinds},
         "fds_growth": (fds(half[-1]) - fds(half[0])) if half else 0,
         "object_store_mb": samples[-1]["object_store_mb"] if samples else None,
         "snapshot_loads_per_minute": loads,

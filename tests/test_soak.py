@@ -19,6 +19,7 @@ def test_actor_kinds_come_from_ray_process_titles():
     assert actor_kind("ray::LeagueCoordinatorImpl.report_results") == "coordinator"
     assert actor_kind("ray::RolloutWorkerImpl") == "rollout_worker"
     assert actor_kind("ray::ServeReplica:opponents:Opponents") == "serve"
+    assert actor_kind("ray::AnchorJudgeImpl.run") == "anchor_judge"
     assert actor_kind("ray::IDLE") is None and actor_kind("/usr/bin/python") is None
 
 
@@ -69,13 +70,14 @@ def assert_one_soak_line(out: subprocess.CompletedProcess) -> dict:
 
 
 def test_a_sample_keeps_each_process_least_memory_over_its_interval():
-    # pid 1 works on a transient array in the middle reading; pid 2 ends the interval gone
+    # pid 1 works on a transient array in the middle reading; pid 2 is gone by the last (a stop):
+    # each process read in the interval counts, with its least RSS and its latest CPU time
     window = [{"learner": {"processes": 2, "rss_mb": 0, "fds": 5, "pids": {1: 100.0, 2: 50.0}, "cpu": {1: 1.0, 2: 1.0}}},
               {"learner": {"processes": 2, "rss_mb": 0, "fds": 6, "pids": {1: 180.0, 2: 40.0}, "cpu": {1: 2.0, 2: 2.0}}},
               {"learner": {"processes": 1, "rss_mb": 0, "fds": 4, "pids": {1: 104.0}, "cpu": {1: 3.0}}}]
     got = floor_sample(window)["learner"]
-    assert got["pids"] == {1: 100.0} and got["rss_mb"] == 100.0
-    assert got["fds"] == 4 and got["cpu"] == {1: 3.0} and got["processes"] == 1
+    assert got["pids"] == {1: 100.0, 2: 40.0} and got["rss_mb"] == 140.0 and got["processes"] == 2
+    assert got["fds"] == 4 and got["cpu"] == {1: 3.0, 2: 2.0}
 
 
 def test_metric_lines_give_object_store_use_and_snapshot_loads_per_process():
