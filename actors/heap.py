@@ -30,6 +30,11 @@ def _libc():
     return libc
 
 
+def available() -> bool:
+    """Whether this process's C library is glibc with ``mallopt`` and ``malloc_trim``."""
+    return _libc() is not None
+
+
 def fix_mmap_threshold(nbytes: int = MMAP_THRESHOLD_BYTES) -> bool:
     """Serve every block of ``nbytes`` or more with mmap for the rest of the process's life. True
     where glibc took it."""

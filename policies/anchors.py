@@ -44,7 +44,7 @@ from envs import is_openspiel_game
 from envs.openspiel import load_two_player_zero_sum, sample_chance, state_tensor
 from league.anchors import AnchorSpec, parse_anchor  # noqa: F401 (re-exported: the syntax needs no pyspiel)
 from policies.net import sample_rows
-from policies.search import PUCT, SearchSpec, check_searchable
+from policies.search import PUCT, SearchSpec
 
 UCT_C = 2.0  # OpenSpiel's default exploration constant for MCTSBot
 ROLLOUTS = 1  # random rollouts per leaf evaluation (OpenSpiel's examples use 1)
@@ -188,10 +188,9 @@ def score_against(game_name: str, params: dict | None, models: Sequence[Any], we
     rng = np.random.default_rng(seed)
     if spec.kind == "mcts" and not is_openspiel_game(game_name):
         raise ValueError(f"anchor {spec.name!r} needs a sequential OpenSpiel game; {game_name} is not one")
-    if search is not None:
+    if search is not None:  # PUCT refuses a game it cannot search
         if not is_openspiel_game(game_name):
             raise ValueError(f"search needs a perfect-information OpenSpiel game; {game_name} is not one")
-        check_searchable(load_two_player_zero_sum(game_name, params or None))
         scores = _scores_against_bot(game_name, params, models, w, spec, games, seed, rng, search)
     elif spec.kind == "uniform" or (spec.kind == "factory" and not is_openspiel_game(game_name)):
         scores = _scores_through_protocol(game_name, params, models, w, spec, games, rng)

@@ -19,8 +19,8 @@ Leaves are evaluated ``batch`` at a time in one forward pass: selection adds a v
 every edge it crosses, so the other descents of the same batch spread over other leaves.
 
 The network's prior temperature (``prior_temperature``, above 1 flattens it) keeps a
-low-entropy policy from starving the search. ``simulations=0`` plays the network's own sampled
-action, so one code path scores a policy with and without search.
+low-entropy policy from starving the search. The network alone (``simulations: 0`` in a config)
+is ``policies.anchors.play_game`` without a search.
 """
 
 from __future__ import annotations
@@ -79,6 +79,9 @@ class PUCT:
 
     def __init__(self, game: pyspiel.Game, model, spec: SearchSpec, rng: np.random.Generator):
         check_searchable(game)
+        if spec.simulations < 1:
+            raise ValueError("search: simulations must be >= 1 to search (0 is the network alone: "
+                             "policies.anchors.play_game without search)")
         self.game, self.model, self.spec, self.rng = game, model, spec, rng
         self.tensor = state_tensor(game)
         self.num_actions = game.num_distinct_actions()
@@ -128,7 +131,7 @@ class PUCT:
 
     # ------------------------------------------------------------------ the tree
     def _select(self, node: _Node) -> int:
-        if self.spec.simulations and node.N.sum() == 0:
+        if node.N.sum() == 0:
             # first visit: the prior's choice (ties broken at random)
             best = np.flatnonzero(node.prior == node.prior.max())
             return int(best[self.rng.integers(len(best))]) if len(best) > 1 else int(best[0])
@@ -241,19 +244,10 @@ class PUCT:
         return counts
 
     def step(self, state) -> int:
-        """The move for the player to move in ``state``: the most visited (ties broken at random), or
-        with ``simulations=0`` an action sampled from the network."""
+        """The move for the player to move in ``state``: the most visited (ties broken at random)."""
         if state.is_terminal():
             raise ValueError("search: the game is over, there is no move to make")
-        legal = np.asarray(state.legal_actions(), dtype=np.int64)
-        if self.spec.simulations == 0:
-            if self.model is None:
-                return int(legal[self.rng.integers(len(legal))])
-            mask = np.zeros((1, self.num_actions), dtype=bool)
-            mask[0, legal] = True
-            obs = np.asarray(self.tensor(state, state.current_player()), dtype=np.float32)[None]
-            p = self.model.probs(obs, mask)[0].astype(np.float64)
-            return int(self.rng.choice(self.num_actions, p=p / p.sum()))
+        legal = state.legal_actions()
         if len(legal) == 1:
             return int(legal[0])
         counts = self.search(state)

@@ -97,39 +97,22 @@ def test_takes_a_win_and_blocks_a_threat_on_connect_four():
 
 
 def test_search_is_stronger_than_its_network():
-    # the same untrained network against uniform play, 60 tic-tac-toe games a side-alternating
-    # match: with 200 simulations the search sees every immediate win and threat (two plies) and
-    # loses far less often than the network alone, which plays near-uniformly
+    # the same untrained network against the uniform anchor, 60 tic-tac-toe games seats
+    # alternating, played as the anchor judge plays them (policies.anchors.play_game): with 200
+    # simulations the search sees every immediate win and threat (two plies) and loses far less
+    # often than the network alone, which plays near-uniformly
+    from policies.anchors import UniformBot, play_game
+
     game = pyspiel.load_game("tic_tac_toe")
     model = network(game)
 
-    def losses(simulations: int) -> int:
-        rng = np.random.default_rng(simulations)
-        search = PUCT(game, model, SearchSpec(simulations=simulations), np.random.default_rng(simulations + 1))
-        lost = 0
-        for i in range(60):
-            state = game.new_initial_state()
-            while not state.is_terminal():
-                if state.current_player() == i % 2:
-                    state.apply_action(search.step(state))
-                else:
-                    legal = state.legal_actions()
-                    state.apply_action(legal[rng.integers(len(legal))])
-            lost += state.returns()[i % 2] < 0
-        return lost
+    def losses(search: SearchSpec | None) -> int:
+        rng, bot = np.random.default_rng(1), UniformBot(2)
+        search_rng = np.random.default_rng(3)
+        return sum(play_game(game, model, bot, i % 2, rng, search, search_rng) < 0 for i in range(60))
 
-    alone, searched = losses(0), losses(200)
+    alone, searched = losses(None), losses(SearchSpec(simulations=200))
     assert alone >= 10 and searched <= alone / 3, (alone, searched)
-
-
-def test_network_alone_samples_its_policy():
-    game, state = position("connect_four", [])
-    model = network(game, 3)
-    mask = np.ones((1, 7), dtype=bool)
-    p = model.probs(np.asarray(state_tensor(game)(state, 0), dtype=np.float32)[None], mask)[0]
-    search = PUCT(game, model, SearchSpec(simulations=0), np.random.default_rng(0))
-    counts = np.bincount([search.step(state) for _ in range(4000)], minlength=7) / 4000
-    np.testing.assert_allclose(counts, p, atol=0.03)
 
 
 def test_bad_specs_and_games_are_refused():
@@ -137,6 +120,9 @@ def test_bad_specs_and_games_are_refused():
                 {"rollout_weight": 1.5}, {"prior_temperature": 0.0}, {"batch": 0}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             SearchSpec(**bad)
+    game = pyspiel.load_game("tic_tac_toe")
+    with pytest.raises(ValueError, match="simulations"):
+        PUCT(game, None, SearchSpec(simulations=0), np.random.default_rng(0))
     for name in ("kuhn_poker", "matrix_rps"):
         with pytest.raises(ValueError, match="perfect-information"):
             check_searchable(pyspiel.load_game(name))
