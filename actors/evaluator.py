@@ -70,9 +70,10 @@ class EvaluatorImpl:
         self.metrics = LeagueMetrics()
         self.cache = SnapshotCache(held, lambda agent_id: ray.get(self.coordinator.get_snapshot.remote(agent_id)),
                                    cfg.snapshots.cache_bytes,
-                                   on_load=lambda: self.metrics.inc("snapshot_loads", process="evaluator"))
-        # agent id -> its packed profiles in seats 0 and 1, the least recently used dropped beyond cache_size
-        self.profiles: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+                                   on_load=lambda: self.metrics.inc("snapshot_loads", process="evaluator"),
+                                   idle_seconds=cfg.snapshots.cache_idle_seconds)
+        # agent id -> its packed profiles in seats 0 and 1 and the time of its last use, least recently used first
+        self.profiles: OrderedDict[str, tuple[np.ndarray, np.ndarray, float]] = OrderedDict()
         self._stop = threading.Event()
         self.outbox = Outbox(cfg.run.storage, evaluator_id)  # sampled result batches: exactly once
         self.evaluated = 0
@@ -187,17 +188,20 @@ class EvaluatorImpl:
 
     def _profile(self, agent_id: str, seat: int) -> np.ndarray:
         """The agent's exact profile in a seat: both seats' computed once from its network and kept
-        (snapshots are frozen), up to ``snapshots.cache_size`` agents, the least recently used dropped."""
-        profiles = self.profiles.get(agent_id)
-        if profiles is None:
+        (snapshots are frozen), up to ``snapshots.cache_size`` agents, the least recently used dropped,
+        and any not used for ``snapshots.cache_idle_seconds`` (as the network cache does)."""
+        now = self.cache.clock()  # one clock for an agent's network and its profiles
+        idle = self.cfg.snapshots.cache_idle_seconds
+        while self.profiles and now - next(iter(self.profiles.values()))[2] > idle:
+            self.profiles.popitem(last=False)
+        entry = self.profiles.pop(agent_id, None)
+        if entry is None:
             model = self.cache.get(agent_id)
-            profiles = self.profiles[agent_id] = tuple(pack_profile(self.game, seat_profile(self.game, model, s), s)
-                                                       for s in (0, 1))
-            while len(self.profiles) > self.cfg.snapshots.cache_size:
+            entry = tuple(pack_profile(self.game, seat_profile(self.game, model, s), s) for s in (0, 1)) + (now,)
+            while len(self.profiles) >= self.cfg.snapshots.cache_size:
                 self.profiles.popitem(last=False)
-        else:
-            self.profiles.move_to_end(agent_id)
-        return unpack_profile(self.game, profiles[seat], seat)
+        self.profiles[agent_id] = (entry[0], entry[1], now)
+        return unpack_profile(self.game, entry[seat], seat)
 
     def exact_score(self, a: str, b: str) -> float:
         """a's expected score against b, averaged over both seats."""

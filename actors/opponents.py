@@ -26,10 +26,12 @@ log = logging.getLogger(__name__)
 
 
 class InProcessOpponents:
-    def __init__(self, fetch_snapshot: Callable[[str], bytes], capacity: int, seed=None, max_bytes: int | None = None):
+    def __init__(self, fetch_snapshot: Callable[[str], bytes], capacity: int, seed=None, max_bytes: int | None = None,
+                 idle_seconds: float | None = None):
         self.metrics = LeagueMetrics()
         self.cache = SnapshotCache(capacity, fetch_snapshot, max_bytes,
-                                   on_load=lambda: self.metrics.inc("snapshot_loads", process="rollout_worker"))
+                                   on_load=lambda: self.metrics.inc("snapshot_loads", process="rollout_worker"),
+                                   idle_seconds=idle_seconds)
         self.rng = np.random.default_rng(seed)
 
     def model(self, agent_id: str) -> ActorCritic:

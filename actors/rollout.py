@@ -70,6 +70,7 @@ class RolloutWorkerImpl:
         elif opponents is None:
             opponents = InProcessOpponents(lambda a: ray.get(coordinator.get_snapshot.remote(a)),
                                            capacity=cfg.snapshots.cache_size, max_bytes=cfg.snapshots.cache_bytes,
+                                           idle_seconds=cfg.snapshots.cache_idle_seconds,
                                            seed=seed_sequence(cfg.run.seed, "worker", worker_id, "opponents"))
         self.opponents = opponents
         self.live: dict[str, tuple[int, Any]] = {}  # learner id -> (version, model)

@@ -429,9 +429,12 @@ class SearchConfig:
 class SnapshotsConfig:
     # frozen policies kept loaded by each process that plays them (Serve replicas,
     # in-process workers, the API, evaluators): at most cache_size of them and cache_mb of
-    # weights, the least recently used evicted first (a miss reloads it from the store)
+    # weights, the least recently used evicted first (a miss reloads it from the store), and
+    # none kept once unused for cache_idle_seconds (agents the pool evicted are never asked
+    # for again: without it they stay until the cache is full)
     cache_size: int = 1024
     cache_mb: float = 64.0
+    cache_idle_seconds: float = 300.0
 
     @property
     def cache_bytes(self) -> int:
@@ -571,6 +574,7 @@ class Config:
             _positive(f"serve.{name}", getattr(self.serve, name))
         _positive("snapshots.cache_size", self.snapshots.cache_size)
         _positive("snapshots.cache_mb", self.snapshots.cache_mb)
+        _positive("snapshots.cache_idle_seconds", self.snapshots.cache_idle_seconds)
         _nonneg("serve.batch_wait_timeout_s", self.serve.batch_wait_timeout_s)
         _nonneg("serve.num_cpus", self.serve.num_cpus)
         _validate_placement("serve", self.serve.num_cpus, 0.0, self.serve.resources, "default")

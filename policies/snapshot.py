@@ -11,6 +11,7 @@ or corrupt blob is refused with a ValueError instead of half-loading.
 from __future__ import annotations
 
 import io
+import time
 from collections import OrderedDict
 from typing import Callable
 
@@ -149,30 +150,39 @@ def weight_bytes(model: torch.nn.Module) -> int:
 
 class SnapshotCache:
     """Frozen policies by agent id, the least recently used evicted beyond ``capacity``
-    policies or ``max_bytes`` of weights.
+    policies or ``max_bytes`` of weights, and any not used for ``idle_seconds``.
 
     The one cache every process that plays snapshots uses (Serve replicas,
     in-process opponents, the HTTP API, evaluators), sized by
     ``snapshots.cache_size`` and ``snapshots.cache_mb`` (an exact evaluator holds
-    fewer networks and keeps their profiles instead). The newest policy is kept
-    even when it alone is larger than ``max_bytes``. ``get`` loads through the
-    ``fetch`` callable; async callers use ``lookup`` and ``load``. ``loads``
-    counts misses.
+    fewer networks and keeps their profiles instead). The idle bound,
+    ``snapshots.cache_idle_seconds``, lets go of agents the pool has evicted (no process
+    asks for them again), so a process's memory stops growing once the pool is full
+    instead of once the cache is. The newest policy is kept even when it alone is larger
+    than ``max_bytes``. ``get`` loads through the ``fetch`` callable; async callers use
+    ``lookup`` and ``load``. ``loads`` counts misses, ``expired`` the policies dropped idle.
     """
 
     def __init__(self, capacity: int, fetch: Callable[[str], bytes] | None = None, max_bytes: int | None = None,
-                 on_load: Callable[[], None] | None = None):
+                 on_load: Callable[[], None] | None = None, idle_seconds: float | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         if max_bytes is not None and max_bytes <= 0:
             raise ValueError(f"max_bytes must be > 0, got {max_bytes}")
+        if idle_seconds is not None and not idle_seconds > 0:
+            raise ValueError(f"idle_seconds must be > 0, got {idle_seconds}")
         self.capacity = int(capacity)
         self.max_bytes = max_bytes
+        self.idle_seconds = idle_seconds
         self.fetch = fetch
         self.on_load = on_load  # called once per load (a process's metric of misses)
-        self._entries: OrderedDict[str, tuple[PolicyNet, int]] = OrderedDict()
+        self.clock = clock
+        # least recently used first: agent id -> (policy, weight bytes, time of last use)
+        self._entries: OrderedDict[str, tuple[PolicyNet, int, float]] = OrderedDict()
         self.bytes = 0  # weights held
         self.loads = 0  # snapshots loaded (misses)
+        self.expired = 0  # snapshots dropped for being idle
 
     def __contains__(self, agent_id: str) -> bool:
         return agent_id in self._entries
@@ -180,20 +190,37 @@ class SnapshotCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def _expire(self, now: float) -> None:
+        """Drop the policies not used since ``now - idle_seconds`` (the front of the LRU order)."""
+        if self.idle_seconds is None:
+            return
+        while self._entries:
+            agent_id, (_, size, used) = next(iter(self._entries.items()))
+            if now - used <= self.idle_seconds:
+                return
+            del self._entries[agent_id]
+            self.bytes -= size
+            self.expired += 1
+
     def lookup(self, agent_id: str) -> PolicyNet | None:
         """The cached policy (now the most recently used), or None."""
+        now = self.clock()
+        self._expire(now)
         entry = self._entries.get(agent_id)
         if entry is None:
             return None
+        self._entries[agent_id] = (entry[0], entry[1], now)
         self._entries.move_to_end(agent_id)
         return entry[0]
 
     def put(self, agent_id: str, model: PolicyNet) -> PolicyNet:
         model.eval()
+        now = self.clock()
+        self._expire(now)
         if agent_id in self._entries:
             self.bytes -= self._entries.pop(agent_id)[1]
         size = weight_bytes(model)
-        self._entries[agent_id] = (model, size)
+        self._entries[agent_id] = (model, size, now)
         self.bytes += size
         while len(self._entries) > 1 and (len(self._entries) > self.capacity
                                           or (self.max_bytes is not None and self.bytes > self.max_bytes)):

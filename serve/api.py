@@ -9,7 +9,9 @@
     GET  /payoff       the win-rate (expected score) matrix over the pool, ids in order
     GET  /             the league page: mixture, payoff heatmap, games/s, pool, and play against the Nash
     POST /play         start a game against the Nash policy ({"seat": 0 or 1}); GET /play/{id} its state;
-                       POST /play/{id}/move {"action": a}; DELETE /play/{id}
+                       POST /play/{id}/move {"action": a}; DELETE /play/{id}. With the config's
+                       search (search.simulations > 0) the member searches its moves from the
+                       game's state (policies.search); /nash/act, given observations, does not
 
 Requests and responses are JSON; a request with ``Content-Type:
 application/msgpack`` is read as msgpack, and the response is msgpack when
@@ -89,13 +91,18 @@ class LeagueAPI:
 
     def __init__(self, coordinator, game: str, obs_size: int, num_actions: int, game_params: dict | None = None,
                  play_sessions: int = 256, play_ttl_s: float = 600.0, cache_size: int = 1024,
-                 cache_bytes: int | None = None):
+                 cache_bytes: int | None = None, cache_idle_seconds: float | None = None, search=None):
         self.coordinator = coordinator
         self.game = {"name": game, "obs_size": obs_size, "num_actions": num_actions}
         self.metrics = LeagueMetrics()
         self.cache = SnapshotCache(cache_size, max_bytes=cache_bytes,
-                                   on_load=lambda: self.metrics.inc("snapshot_loads", process="api"))
+                                   on_load=lambda: self.metrics.inc("snapshot_loads", process="api"),
+                                   idle_seconds=cache_idle_seconds)
         self.table = PlayTable(game, game_params, play_sessions, play_ttl_s) if playable(game, game_params) else None
+        # the config's search (league.config.SearchConfig): /play's member searches from the game's
+        # state (/nash/act gets observations only, so it answers with the network alone)
+        self.search = search if search is not None and search.simulations > 0 and self.table is not None \
+            and self.table.game is not None else None
         self._nash: NashMixture | None = None
         self._nash_task: asyncio.Task | None = None
 
@@ -244,7 +251,15 @@ class LeagueAPI:
         def agent(obs, mask, rng):
             return int(model.act(obs, mask, generator=rng)[0][0])
 
-        return await self._play(request, table.start, agent_id, agent, body.get("seat", 0), seed, status=201)
+        searcher = None
+        if self.search is not None:
+            from policies.search import PUCT
+
+            def searcher(state, rng):
+                return PUCT(table.game, model, self.search, rng).step(state)
+
+        return await self._play(request, table.start, agent_id, agent, body.get("seat", 0), seed, searcher,
+                                status=201)
 
     async def play_view(self, request: Request, sid: str):
         return await self._play(request, lambda: self._table().view(sid))
@@ -306,14 +321,16 @@ class ApiServer:
 
     def __init__(self, host: str, port: int, coordinator_name: str, namespace: str, game: str, obs_size: int,
                  num_actions: int, game_params: dict | None = None, play_sessions: int = 256,
-                 play_ttl_s: float = 600.0, cache_size: int = 1024, cache_bytes: int | None = None):
+                 play_ttl_s: float = 600.0, cache_size: int = 1024, cache_bytes: int | None = None,
+                 cache_idle_seconds: float | None = None, search=None):
         import uvicorn
 
         torch.set_num_threads(1)
         self.address = f"{host}:{port}"
         sock = listening_socket(host, port)
         api = LeagueAPI(ray.get_actor(coordinator_name, namespace=namespace), game, obs_size, num_actions,
-                        game_params, play_sessions, play_ttl_s, cache_size, cache_bytes)
+                        game_params, play_sessions, play_ttl_s, cache_size, cache_bytes, cache_idle_seconds,
+                        search)
         # no access log (a line per request is CPU on the /nash/act path); log_config=None leaves
         # the process's logging as Ray set it up
         self.server = uvicorn.Server(uvicorn.Config(build_app(api), lifespan="off", access_log=False,
@@ -349,7 +366,7 @@ def start_api(cfg, obs_size: int, num_actions: int) -> list:
 
     args = (cfg.serve.host, cfg.serve.port, cfg.ray.coordinator_name, cfg.ray.namespace, cfg.game.name, obs_size,
             num_actions, cfg.game.kwargs, cfg.serve.play_sessions, cfg.serve.play_ttl_s, cfg.snapshots.cache_size,
-            cfg.snapshots.cache_bytes)
+            cfg.snapshots.cache_bytes, cfg.snapshots.cache_idle_seconds, cfg.search)
     # no CPU reserved, like Serve's proxy: a head started with num-cpus 0 (common on KubeRay) still hosts it
     options = {"num_cpus": 0, "namespace": cfg.ray.namespace}
     if cfg.serve.proxy_location == "HeadOnly":

@@ -44,12 +44,14 @@ class UnknownAgent(KeyError):
 @serve.deployment(name=DEPLOYMENT_NAME)
 class Opponents:
     def __init__(self, coordinator_name: str, namespace: str, cache_size: int, cache_bytes: int | None = None,
-                 max_batch_size: int = 16, batch_wait_timeout_s: float = 0.002, seed=0):
+                 max_batch_size: int = 16, batch_wait_timeout_s: float = 0.002, seed=0,
+                 cache_idle_seconds: float | None = None):
         torch.set_num_threads(1)
         self.coordinator = ray.get_actor(coordinator_name, namespace=namespace)
         self.metrics = LeagueMetrics()
         self.cache = SnapshotCache(cache_size, max_bytes=cache_bytes,
-                                   on_load=lambda: self.metrics.inc("snapshot_loads", process="serve"))
+                                   on_load=lambda: self.metrics.inc("snapshot_loads", process="serve"),
+                                   idle_seconds=cache_idle_seconds)
         self.rng = np.random.default_rng(seed)
         self._act_batch.set_max_batch_size(max_batch_size)
         self._act_batch.set_batch_wait_timeout_s(batch_wait_timeout_s)
@@ -119,7 +121,8 @@ def deploy_opponents(cfg) -> None:
         logging_config={"enable_access_log": False},
     ).bind(cfg.ray.coordinator_name, cfg.ray.namespace, cfg.snapshots.cache_size, cfg.snapshots.cache_bytes,
            cfg.serve.max_batch_size,
-           cfg.serve.batch_wait_timeout_s, seed_sequence(cfg.run.seed, "serve", APP_NAME))
+           cfg.serve.batch_wait_timeout_s, seed_sequence(cfg.run.seed, "serve", APP_NAME),
+           cache_idle_seconds=cfg.snapshots.cache_idle_seconds)
     serve.run(app, name=APP_NAME, route_prefix=None)
 
 

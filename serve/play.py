@@ -42,6 +42,8 @@ _ENV = np.zeros(1, dtype=np.int64)  # a VectorGame session's one environment, fo
 
 # (observation float32 (1, D), legal mask bool (1, A), rng) -> action
 Agent = Callable[[np.ndarray, np.ndarray, np.random.Generator], int]
+# (OpenSpiel state, rng) -> action: a member that searches from the game's own state (policies.search)
+Searcher = Callable[[Any, np.random.Generator], int]
 
 BOARD_GAMES = {"connect_four": (6, 7), "tic_tac_toe": (3, 3)}
 KUHN_CARDS = "JQKA"  # rank order of Kuhn poker's cards (3 by default: J, Q, K)
@@ -67,6 +69,7 @@ class PlaySession:
     history: list[dict] = field(default_factory=list)
     returns: tuple[float, float] | None = None  # a VectorGame session's returns once its game ended
     text: str = ""  # a VectorGame session's text as of the person's latest turn
+    search: Searcher | None = None  # in a sequential OpenSpiel game: the member plays through search
 
 
 def playable(game_name: str, params: dict | None = None) -> bool:
@@ -130,8 +133,11 @@ class PlayTable:
             del self.sessions[sid]
         return len(gone)
 
-    def start(self, agent_id: str, agent: Agent, seat: int = 0, seed: int | None = None) -> dict:
-        """A new game with the person in ``seat`` (0 moves first); the league moves first when it has to."""
+    def start(self, agent_id: str, agent: Agent, seat: int = 0, seed: int | None = None,
+              search: Searcher | None = None) -> dict:
+        """A new game with the person in ``seat`` (0 moves first); the league moves first when it has to.
+        With ``search`` (sequential OpenSpiel games only) the member's moves come from it, on the
+        game's state, instead of from ``agent`` on its seat's observation."""
         if type(seat) is not int or seat not in (0, 1):
             raise PlayError("'seat' must be 0 (you move first) or 1", 422)
         self.purge()
@@ -145,7 +151,8 @@ class PlayTable:
             from envs import make_game
 
             state = make_game(self.game_name, 1, seed=int(rng.integers(2**63)), **self.params)
-        session = PlaySession(sid, state, seat, agent_id, agent, rng, self.clock())
+        session = PlaySession(sid, state, seat, agent_id, agent, rng, self.clock(),
+                              search=search if self.game is not None else None)
         self._advance(session)
         self.sessions[sid] = session
         return self.view(sid)
@@ -236,9 +243,12 @@ class PlayTable:
             player = s.state.current_player()
             if player == s.human:
                 return
-            obs = np.asarray(self.tensor(s.state, player), dtype=np.float32)[None]
             mask = np.asarray(s.state.legal_actions_mask(player), dtype=bool)[None]
-            action = int(s.agent(obs, mask, s.rng))
+            if s.search is not None:
+                action = int(s.search(s.state.clone(), s.rng))
+            else:
+                obs = np.asarray(self.tensor(s.state, player), dtype=np.float32)[None]
+                action = int(s.agent(obs, mask, s.rng))
             if not mask[0, action]:  # a policy masks illegal actions; never let a bug corrupt the game
                 raise RuntimeError(f"agent {s.agent_id} chose illegal action {action}")
             self._apply(s, action, "league")
@@ -256,7 +266,7 @@ class PlayTable:
             "session": s.sid, "game": self.name, "you": s.human, "agent_id": s.agent_id,
             "to_move": None if terminal else ("you" if st.current_player() == s.human else "league"),
             "terminal": terminal, "history": list(s.history), "legal_actions": [], "result": None,
-            "returns": None, "board": None, "cards": None,
+            "returns": None, "board": None, "cards": None, "search": s.search is not None,
             "expires_in_s": self.ttl_s,
         }
         if terminal:
@@ -286,7 +296,7 @@ class PlayTable:
             "session": s.sid, "game": self.name, "you": s.human, "agent_id": s.agent_id,
             "to_move": None if terminal else "you", "terminal": terminal, "history": list(s.history),
             "legal_actions": [], "result": None, "returns": None, "board": None, "cards": None,
-            "text": s.text, "expires_in_s": self.ttl_s,
+            "search": False, "text": s.text, "expires_in_s": self.ttl_s,
         }
         if terminal:
             mine, theirs = s.returns[s.human], s.returns[1 - s.human]

@@ -40,6 +40,7 @@ def test_yaml_then_overrides(tmp_path):
     ("evaluator.publish_candidates=0", "evaluator.publish_candidates"),
     ("snapshots.cache_mb=0", "snapshots.cache_mb"),
     ("snapshots.cache_mb=nan", "snapshots.cache_mb"),
+    ("snapshots.cache_idle_seconds=0", "snapshots.cache_idle_seconds"),
     ("ray.metrics_export_port=12000", "ray.metrics_export_port"),  # inside Ray's worker ports
     ("ray.metrics_export_port=0", "ray.metrics_export_port"),
     ("evaluator.exploitability_cpu_share=0", "evaluator.exploitability_cpu_share"),

@@ -231,12 +231,18 @@ def test_an_exact_evaluator_keeps_every_agents_profiles_and_only_a_few_networks(
         torch.manual_seed(i)
         models[f"a{i}"] = ActorCritic(PolicySpec(info.obs_size, info.num_actions, hidden=(8,)))
     ev.cache.fetch = lambda agent_id: policy_to_bytes(models[agent_id])
+    now = [0.0]
+    ev.cache.clock = lambda: now[0]
     scores = ev.exact_scores([(f"a{i}", f"a{i + 1}") for i in range(n - 1)])
     assert len(scores) == n - 1
     assert len(ev.profiles) == n and len(ev.cache) == EXACT_MODELS_HELD
     assert ev.cache.loads == n  # one load an agent: its profiles are kept
     again = ev.exact_scores([("a0", "a1")])  # a0's network left the cache; its profiles did not
     assert again == scores[:1] and ev.cache.loads == n
+    # agents not scored for snapshots.cache_idle_seconds (the pool evicted them) leave both
+    now[0] = ev.cfg.snapshots.cache_idle_seconds + 1
+    assert ev.exact_scores([("a1", "a2")]) == scores[1:2]
+    assert set(ev.profiles) == {"a1", "a2"} and set(ev.cache._entries) <= {"a1", "a2"}
 
 
 def test_exploitability_rounds_keep_within_their_share_of_a_core():

@@ -96,11 +96,16 @@ def test_a_conv_league_on_connect_four_trains_snapshots_serves_answers_nash_act_
                               json={"observations": obs.tolist(), "legal_masks": masks.astype(int).tolist(),
                                     "seed": 1}, timeout=30)
             status = anchors_on_status()
+            # a person plays the league (seat 1: it moves first): with search.simulations set, its
+            # member searches from the game's state
+            play = requests.post(f"http://127.0.0.1:{PORT}/play", json={"seat": 1}, timeout=30)
         except requests.ConnectionError:
             return None
-        return (r.json(), status) if r.status_code == 200 and status is not None else None
+        if r.status_code != 200 or status is None or play.status_code != 201:
+            return None
+        return r.json(), status, play.json()
 
-    (answer, status), out = run_league(
+    (answer, status, play), out = run_league(
         tmp_path / "run", ["--config", "configs/connect_four.yaml", "policy.net=conv", "policy.channels=16",
                            "policy.blocks=1", "rollout.opponent_inference=serve",
                            "roles.main_agent.snapshot_every_steps=2000", f"anchors=[{', '.join(ANCHORS)}]",
@@ -111,6 +116,7 @@ def test_a_conv_league_on_connect_four_trains_snapshots_serves_answers_nash_act_
     assert "vs anchors uniform" in quality_text(status) and "with search uniform" in quality_text(status)  # what the progress line shows of this status
     assert_anchor_scores_are_stored_measurements(status["quality"]["anchors"], tmp_path / "run")
     assert len(answer["actions"]) == 64
+    assert play["search"] is True and [h["by"] for h in play["history"]] == ["league"] and play["to_move"] == "you"
     assert all(masks[i, a] for i, a in enumerate(answer["actions"]))
     with LeagueStore(tmp_path / "run", create=False) as store:
         answered = [n for n in store.nash_history() if n["solved_at"] == pytest.approx(answer["solved_at"], abs=1e-6)]

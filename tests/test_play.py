@@ -215,3 +215,33 @@ def test_a_perfect_information_game_without_a_board_shows_its_position():
     assert v["legal_actions"][0] == {"action": 0, "label": "pile:1, take:1;"}
     v = table.move(v["session"], 27)  # take all 7 of pile 4; the league (first legal) takes pile 1
     assert v["text"] == "(0): 0 3 5 0" and [h["label"] for h in v["history"]] == ["pile:4, take:7;", "pile:1, take:1;"]
+
+
+def test_a_member_that_searches_plays_from_the_games_state_and_blocks_every_threat():
+    """With the config's search the league's moves come from PUCT on the game's own state, not from
+    its seat's observation: a person who drops every piece in the first column open (a threat of
+    four in a column each time) never completes it and loses, while the network alone (untrained)
+    is never asked."""
+    from league.config import SearchConfig
+    from policies.search import PUCT
+
+    agent, seen = policy_agent("connect_four")
+    table = PlayTable("connect_four")
+    states = []
+
+    def search(state, rng):
+        states.append(state.history())
+        return PUCT(table.game, None, SearchConfig(simulations=200), rng).step(state)
+
+    v = table.start("seed-0", agent, seat=0, seed=5, search=search)
+    assert v["search"] is True and v["to_move"] == "you"
+    while not v["terminal"]:
+        v = table.move(v["session"], v["legal_actions"][0]["action"])
+    assert v["result"] == "loss" and seen == []
+    league_moves = [h for h in v["history"] if h["by"] == "league"]
+    assert len(states) == len(league_moves) and all(len(h) % 2 == 1 for h in states)  # asked on its turns only
+    # the table passes the searcher a copy: the session's own state is the game that was played
+    assert [h["action"] for h in v["history"]] == table.sessions[v["session"]].state.history()
+    # a game not held as an OpenSpiel state (a VectorGame session) has no state to search from
+    rps = PlayTable("matrix_rps")
+    assert rps.start("seed-0", first_legal, seed=1, search=search)["search"] is False

@@ -435,3 +435,34 @@ def test_snapshot_cache_evicts_the_least_recently_used_beyond_its_count_and_its_
     assert len(one) == 1 and "a1" in one and one.bytes == size
     with pytest.raises(ValueError, match="max_bytes"):
         SnapshotCache(3, max_bytes=0)
+
+
+def test_snapshot_cache_lets_go_of_policies_idle_longer_than_its_bound():
+    """Agents the pool evicted are never asked for again: the idle bound drops them, so a cache
+    holds the agents played lately, not every agent played since it filled."""
+    from policies.snapshot import SnapshotCache, weight_bytes
+
+    blobs = {f"a{i}": policy_to_bytes(ActorCritic(PolicySpec(4, 3, (8,)))) for i in range(4)}
+    size = weight_bytes(policy_from_bytes(blobs["a0"]))
+    now = [0.0]
+    cache = SnapshotCache(8, lambda a: blobs[a], idle_seconds=10.0, clock=lambda: now[0])
+    cache.get("a0")
+    cache.get("a1")
+    now[0] = 6.0
+    cache.get("a0")  # a0 used again at 6 s, a1 last at 0 s
+    now[0] = 10.0
+    assert cache.lookup("a2") is None and len(cache) == 2  # nothing idle for more than 10 s yet
+    now[0] = 10.5
+    cache.get("a2")
+    assert "a1" not in cache and "a0" in cache and "a2" in cache
+    assert cache.expired == 1 and cache.bytes == 2 * size and cache.loads == 3
+    now[0] = 100.0
+    assert cache.lookup("a0") is None and len(cache) == 0 and cache.bytes == 0 and cache.expired == 3
+    cache.get("a1")  # an expired agent still in the pool loads again
+    assert cache.loads == 4 and len(cache) == 1
+    forever = SnapshotCache(8, lambda a: blobs[a], clock=lambda: now[0])
+    forever.get("a0")
+    now[0] = 1e9
+    assert "a0" in forever and forever.lookup("a0") is not None  # no idle bound: only count and bytes
+    with pytest.raises(ValueError, match="idle_seconds"):
+        SnapshotCache(3, idle_seconds=0)
