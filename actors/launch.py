@@ -311,9 +311,8 @@ class LeagueRun:
             if self.api:
                 print(f"nash-league: league page and HTTP API on http://{cfg.serve.host}:{cfg.serve.port}/ (GET "
                       "/nash, POST /nash/act, /status, /pool, /payoff, /play; schema at /docs)", flush=True)
-        self.apps: list[str] = []
-        if cfg.rollout.opponent_inference == "serve":
-            self._start_opponents(cfg)
+        # the learners start (their processes import torch, load their checkpoints) while Serve
+        # deploys the opponents, which waits mostly on its controller's loops; both are ready below
         roles = learner_ids(cfg)
         self.learners = {
             lid: Learner.options(name=f"learner:{lid}", namespace=ns, **actor_options(cfg.learner)).remote(
@@ -321,6 +320,9 @@ class LeagueRun:
                 obs_shape=info.obs_shape, channels_last=info.channels_last)
             for lid, role in roles.items()
         }
+        self.apps: list[str] = []
+        if cfg.rollout.opponent_inference == "serve":
+            self._start_opponents(cfg)
         ray.get([l.info.remote() for l in self.learners.values()])
         self.workers = {}
         for lid in roles:
