@@ -29,7 +29,7 @@ from monitoring.metrics import LeagueMetrics
 from policies.exploitability import (exact_nash_conv, least_exploitable_mixture, pack_profile, profile_value,
                                      seat_profile, unpack_profile)
 from policies.rollout import TwoSeatPlay
-from policies.snapshot import SnapshotCache
+from policies.snapshot import SnapshotCache, drop_idle
 
 log = logging.getLogger(__name__)
 
@@ -191,9 +191,7 @@ class EvaluatorImpl:
         (snapshots are frozen), up to ``snapshots.cache_size`` agents, the least recently used dropped,
         and any not used for ``snapshots.cache_idle_seconds`` (as the network cache does)."""
         now = self.cache.clock()  # one clock for an agent's network and its profiles
-        idle = self.cfg.snapshots.cache_idle_seconds
-        while self.profiles and now - next(iter(self.profiles.values()))[2] > idle:
-            self.profiles.popitem(last=False)
+        drop_idle(self.profiles, now, self.cfg.snapshots.cache_idle_seconds)
         entry = self.profiles.pop(agent_id, None)
         if entry is None:
             model = self.cache.get(agent_id)

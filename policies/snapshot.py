@@ -148,6 +148,20 @@ def weight_bytes(model: torch.nn.Module) -> int:
     return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
 
 
+def drop_idle(entries: OrderedDict, now: float, idle_seconds: float | None) -> list:
+    """Drop from the front of ``entries`` (least recently used first; each value a tuple whose last
+    item is the time of its last use) every entry unused since ``now - idle_seconds``; returns the
+    dropped values. ``idle_seconds`` None drops nothing. The idle bound of ``SnapshotCache`` and of
+    the exact evaluator's profiles."""
+    dropped = []
+    while idle_seconds is not None and entries:
+        agent_id, value = next(iter(entries.items()))
+        if now - value[-1] <= idle_seconds:
+            break
+        dropped.append(entries.pop(agent_id))
+    return dropped
+
+
 class SnapshotCache:
     """Frozen policies by agent id, the least recently used evicted beyond ``capacity``
     policies or ``max_bytes`` of weights, and any not used for ``idle_seconds``.
@@ -192,13 +206,7 @@ class SnapshotCache:
 
     def _expire(self, now: float) -> None:
         """Drop the policies not used since ``now - idle_seconds`` (the front of the LRU order)."""
-        if self.idle_seconds is None:
-            return
-        while self._entries:
-            agent_id, (_, size, used) = next(iter(self._entries.items()))
-            if now - used <= self.idle_seconds:
-                return
-            del self._entries[agent_id]
+        for _, size, _ in drop_idle(self._entries, now, self.idle_seconds):
             self.bytes -= size
             self.expired += 1
 
