@@ -79,21 +79,30 @@ def descendants(pid: int) -> list[int]:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) a process has used; OSError once it is gone."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / CLOCK_TICKS
+
+
+def title(pid: int) -> str:
+    """A process's command line (its title, for a Ray worker: ``ray::ClassName...``); OSError once it is gone."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+
+
 def process_sample(root_pid: int) -> dict[str, dict]:
     """Per actor kind: processes, summed RSS (MB), open file descriptors, each process's RSS
     (``pids``: pid -> MB) and the CPU time it has used (``cpu``: pid -> seconds)."""
     kinds: dict[str, dict[str, float]] = {}
     for pid in descendants(root_pid):
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-            kind = actor_kind(cmdline)
+            kind = actor_kind(title(pid))
             if kind is None:
                 continue
             rss = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
                        if line.startswith("VmRSS:")) / 1024.0
             fds = len(os.listdir(f"/proc/{pid}/fd"))
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            cpu = (int(stat[11]) + int(stat[12])) / CLOCK_TICKS  # utime + stime
+            cpu = cpu_seconds(pid)
         except (OSError, StopIteration, ValueError, IndexError):
             continue  # gone meanwhile
         k = kinds.setdefault(kind, {"processes": 0, "rss_mb": 0.0, "fds": 0, "pids": {}, "cpu": {}})

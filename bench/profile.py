@@ -1,0 +1,162 @@
+"""Where a running league's CPU goes: ``python -m bench.profile [--seconds 60] [--rate 20]``.
+
+Attaches to the league running on this machine (every Ray worker process whose title names an
+actor kind, as ``bench.soak`` finds them: coordinator, learner, rollout_worker, evaluator,
+anchor_judge, serve) and samples each process's Python stacks with py-spy for ``--seconds``,
+without pausing it (``--nonblocking``: the league's speed is what is measured). Beside the
+samples it reads each process's CPU time over the same window.
+
+A sample is charged to the innermost frame of this project's code in its stack (``policies/
+lanes.py:_prepare``, ``envs/...:step``): what our code was doing, whatever library it was in at the
+time (torch, numpy, OpenSpiel's C++, Ray's client). A stack with no frame of ours (Ray's and Serve's
+own threads) is charged to its innermost frame. Sampled threads are the ones running Python or
+holding the GIL, so an actor that waits shows few samples and its ``cores`` show that.
+
+It prints ONE JSON line: ``seconds``, ``rate`` and per kind ``processes``, ``cores`` (the CPU its
+processes used over the window, on average) and ``top``: [label, share of the kind's samples,
+cores charged to it (``cores`` times the share)], largest first. Run it beside a league started as
+usual, e.g. ``python -m actors.launch --config configs/connect_four.yaml`` in another terminal,
+after its start-up. py-spy needs the right to trace the processes (root, or ptrace_scope 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from bench.soak import actor_kind, cpu_seconds, title
+
+# a file of this project's packages, wherever its checkout is (not an installed library)
+OURS = re.compile(r"/((?:actors|bench|envs|league|monitoring|nash_league|policies|serve)/[^/]+\.py)$")
+
+
+def frame_label(frame: str) -> tuple[str, bool]:
+    """``function (path)`` from py-spy's raw format -> (``path-from-repo:function``, ours)."""
+    name, _, rest = frame.partition(" (")
+    path = rest.rstrip(")").rsplit(":", 1)[0] if rest else ""
+    mine = OURS.search(path)
+    if mine and "-packages/" not in path:
+        return f"{mine.group(1)}:{name}", True
+    if "-packages/" in path:
+        path = path.split("-packages/", 1)[1]
+    return f"{path}:{name}", False
+
+
+def charge(collapsed: str) -> Counter:
+    """Samples per label from py-spy's raw (collapsed) output: each stack ``f1;f2;...;fn count``,
+    outermost first, charged to its innermost frame of ours, else to its innermost frame."""
+    out: Counter = Counter()
+    for line in collapsed.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = [frame_label(f) for f in stack.split(";") if f]
+        if frames and frames[0][0].startswith(("process ", "thread ")):  # py-spy's -t/-s prefixes
+            frames = frames[1:]
+        if not frames:
+            continue
+        ours = [label for label, mine in frames if mine]
+        out[ours[-1] if ours else frames[-1][0]] += int(count)
+    return out
+
+
+def cpu_or_none(pid: int) -> float | None:
+    try:
+        return cpu_seconds(pid)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def league_processes() -> dict[str, list[int]]:
+    """Actor kind -> pids of the league's Ray worker processes on this machine."""
+    kinds: dict[str, list[int]] = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            kind = actor_kind(title(int(proc.name)))
+        except OSError:
+            continue
+        if kind is not None:
+            kinds.setdefault(kind, []).append(int(proc.name))
+    return kinds
+
+
+def py_spy() -> str:
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(exe).exists():
+        raise RuntimeError("py-spy is not installed (pip install py-spy; ray[default] brings it)")
+    return exe
+
+
+def profile(kinds: dict[str, list[int]], seconds: float, rate: int) -> dict:
+    """Record every process in ``kinds`` at once for ``seconds``; per kind its processes, the
+    cores they used and the samples' labels (``top``)."""
+    exe = py_spy()
+    with tempfile.TemporaryDirectory(prefix="nash_profile_") as tmp:
+        before = {pid: cpu_or_none(pid) for pids in kinds.values() for pid in pids}
+        start = time.perf_counter()
+        procs = {pid: subprocess.Popen([exe, "record", "--pid", str(pid), "--duration", str(int(seconds)),
+                                        "--rate", str(rate), "--format", "raw", "--nonblocking", "--nolineno",
+                                        "--full-filenames", "--output", f"{tmp}/{pid}.txt"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for pids in kinds.values() for pid in pids}
+        errors = {pid: p.communicate()[1] for pid, p in procs.items()}
+        elapsed = time.perf_counter() - start
+        after = {pid: cpu_or_none(pid) for pid in before}
+        out = {}
+        for kind, pids in sorted(kinds.items()):
+            counts: Counter = Counter()
+            used = 0.0
+            for pid in pids:
+                path = Path(f"{tmp}/{pid}.txt")
+                if path.exists():
+                    counts += charge(path.read_text())
+                elif procs[pid].returncode:
+                    print(f"bench.profile: pid {pid} ({kind}) not sampled: {errors[pid].strip()[-200:]}",
+                          file=sys.stderr)
+                if before[pid] is not None and after[pid] is not None:
+                    used += after[pid] - before[pid]
+            total = sum(counts.values())
+            cores = used / elapsed
+            out[kind] = {"processes": len(pids), "cores": round(cores, 3), "samples": total,
+                         "top": [[label, round(n / total, 4), round(cores * n / total, 3)]
+                                 for label, n in counts.most_common(12)] if total else []}
+        return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long to sample (default 60)")
+    parser.add_argument("--rate", type=int, default=20, help="samples a second per process (default 20)")
+    parser.add_argument("--kind", action="append", help="only these actor kinds (repeatable; default all)")
+    args = parser.parse_args(argv)
+    if args.seconds < 1 or args.rate < 1:
+        parser.error("--seconds and --rate must be at least 1")
+    kinds = league_processes()
+    if args.kind:
+        kinds = {k: v for k, v in kinds.items() if k in args.kind}
+    if not kinds:
+        print("bench.profile: no league is running on this machine (no ray::<Actor> processes found)", file=sys.stderr)
+        return 1
+    try:
+        kinds_out = profile(kinds, args.seconds, args.rate)
+    except RuntimeError as exc:
+        print(f"bench.profile: {exc}", file=sys.stderr)
+        return 1
+    for kind, k in kinds_out.items():  # readable, on stderr; the JSON line on stdout
+        print(f"{kind}: {k['processes']} processes, {k['cores']} cores", file=sys.stderr)
+        for label, share, cores in k["top"][:8]:
+            print(f"  {share:6.1%} {cores:6.3f} cores  {label}", file=sys.stderr)
+    print(json.dumps({"seconds": args.seconds, "rate": args.rate, "kinds": kinds_out}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""bench.profile: stacks charged to the innermost frame of the project's code, and a real py-spy
+recording of a process busy in one of the project's functions."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench.profile import charge, frame_label, profile, py_spy
+
+LANES = "/anywhere/checkout/policies/lanes.py"
+TORCH = "/venv/lib/python3.12/site-packages/torch/nn/modules/linear.py"
+
+
+def test_a_frame_of_ours_is_named_from_its_package_wherever_the_checkout_is():
+    assert frame_label(f"_prepare ({LANES}:400)") == ("policies/lanes.py:_prepare", True)
+    assert frame_label(f"forward ({TORCH}:125)") == ("torch/nn/modules/linear.py:forward", False)
+    # an installed copy of a package named like ours is a library, not our code
+    assert frame_label("run (/venv/lib/python3.12/site-packages/serve/x.py:3)")[1] is False
+
+
+def test_a_sample_is_charged_to_its_innermost_frame_of_ours_else_to_its_innermost_frame():
+    collapsed = "\n".join([
+        f"run (/r/actors/rollout.py:10);step (/r/policies/lanes.py:313);_prepare ({LANES}:400);forward ({TORCH}:1) 30",
+        f"run (/r/actors/rollout.py:10);step (/r/policies/lanes.py:313) 10",
+        "thread (0x7f);_bootstrap (/usr/lib/python3.12/threading.py:1000);wait (/usr/lib/python3.12/threading.py:300) 5",
+        "garbage line",
+        "",
+    ])
+    counts = charge(collapsed)
+    assert counts == {"policies/lanes.py:_prepare": 30, "policies/lanes.py:step": 10,
+                      "/usr/lib/python3.12/threading.py:wait": 5}
+
+
+def test_a_recording_charges_a_busy_process_to_the_function_of_ours_it_runs():
+    try:
+        py_spy()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    busy = ("import numpy as np\nfrom league.nash import nash_conv\n"
+            "a = np.random.default_rng(0).uniform(-1, 1, (40, 40)); p = np.full(40, 1 / 40)\n"
+            "print('ready', flush=True)\nwhile True:\n    nash_conv(a, p, p)\n")
+    proc = subprocess.Popen([sys.executable, "-c", busy], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        out = profile({"busy": [proc.pid]}, seconds=3, rate=50)["busy"]
+    finally:
+        proc.kill()
+        proc.wait()
+    if out["samples"] == 0:
+        pytest.skip("py-spy may not trace processes here (ptrace not permitted)")
+    nash = [(share, cores) for label, share, cores in out["top"] if label.startswith("league/nash.py:")]
+    assert sum(share for share, _ in nash) > 0.9  # the loop itself is a sliver of each call
+    assert out["processes"] == 1 and 0 < sum(cores for _, cores in nash) <= out["cores"] + 1e-9
