@@ -83,8 +83,12 @@ class PolicySpec:
             raise PolicyNetError("policy.channels", f"conv needs channels >= 1 and blocks >= 0, got "
                                                     f"{self.channels}, {self.blocks}")
 
-    def __hash__(self) -> int:  # args is a dict: hash the plain-data form
-        return hash(json.dumps(self.to_dict(), sort_keys=True))
+    def __hash__(self) -> int:  # args is a dict: hash the plain-data form, once (Serve hashes per batch)
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(json.dumps(self.to_dict(), sort_keys=True))
+            object.__setattr__(self, "_hash", cached)
+        return cached
 
     def to_dict(self) -> dict:
         d = asdict(self)
