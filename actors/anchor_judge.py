@@ -20,10 +20,11 @@ league page draws it.
 
 Anchors are never training opponents: nothing here reaches matchmaking. The
 first round plays as soon as the pool has a subject; each later one starts
-``evaluator.anchor_every_seconds`` after the previous one ended; a round
-plays on one core (the MCTS bots are OpenSpiel's C++, single-threaded), so its
-share of a core is a round's duration over (duration + anchor_every_seconds).
-Ray reserves ``evaluator.anchor_num_cpus`` for it.
+``evaluator.anchor_every_seconds`` after the previous one ended, and no sooner
+than keeps the judge within ``evaluator.anchor_num_cpus`` of a core, the share
+Ray reserves for it (``next_round_at``): a round plays on one core (the MCTS bots
+are OpenSpiel's C++, single-threaded), and its games grow longer as the league
+learns to resist the bots, so a fixed pause alone would let its share grow.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ from policies.search import SearchSpec
 from policies.snapshot import policy_from_bytes
 
 log = logging.getLogger(__name__)
+
+
+def next_round_at(start: float, end: float, cpu_seconds: float, every: float, share: float) -> float:
+    """When the next round may start, after one that ran from ``start`` to ``end`` using
+    ``cpu_seconds``: ``every`` seconds after it ended, and no sooner than the round's CPU time is
+    ``share`` of a core since it started (``share`` 0: no bound)."""
+    return max(end + every, start + cpu_seconds / share) if share > 0 else end + every
 
 
 class AnchorJudgeImpl:
@@ -132,11 +140,16 @@ class AnchorJudgeImpl:
             if time.time() < next_at:
                 continue
             judged = {}
+            start, cpu = time.time(), time.process_time()
             try:
                 judged = self.judge_once()
             except (KeyError, ValueError, ray.exceptions.RayTaskError) as exc:
                 log.info("anchor round skipped (%s)", exc)  # a member was evicted meanwhile
-            next_at = time.time() + (every if judged else min(every, 2.0))
+            if judged:
+                next_at = next_round_at(start, time.time(), time.process_time() - cpu, every,
+                                        self.cfg.evaluator.anchor_num_cpus)
+            else:
+                next_at = time.time() + min(every, 2.0)
         return self.judged
 
 

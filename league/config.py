@@ -394,7 +394,8 @@ class EvaluatorConfig:
     probe_num_cpus: float = 0.5
     # Scores against the fixed anchors (top-level `anchors`), measured by the anchor judge actor every
     # anchor_every_seconds (between the end of one round and the start of the next) with anchor_games
-    # games per subject and anchor, on anchor_num_cpus of the machine (one core while it plays)
+    # games per subject and anchor; Ray reserves anchor_num_cpus for it, and its rounds are spaced so
+    # that it uses no more than that share of a core on average (one core while it plays; 0: no bound)
     anchor_every_seconds: float = 120.0
     anchor_games: int = 50
     anchor_num_cpus: float = 0.5

@@ -229,3 +229,20 @@ def test_every_strategy_scores_one_half_against_uniform_in_rock_paper_scissors()
     check_anchor("uniform", "rps")
     with pytest.raises(ValueError, match="OpenSpiel"):
         check_anchor("mcts:10", "rps")
+
+
+def test_the_judge_spaces_its_rounds_to_stay_within_its_share_of_a_core():
+    from actors.anchor_judge import next_round_at
+
+    # a short round: the pause after it decides
+    assert next_round_at(start=0.0, end=10.0, cpu_seconds=10.0, every=120.0, share=0.2) == 130.0
+    # a long round (games against MCTS grow as the league resists it): 40 CPU-s at 0.2 of a core
+    # is 200 s from its start, later than 120 s after its end
+    assert next_round_at(start=0.0, end=40.0, cpu_seconds=40.0, every=120.0, share=0.2) == pytest.approx(200.0)
+    # the share it keeps, over many such rounds, is at most the bound
+    t, used = 0.0, 0.0
+    for _ in range(50):
+        used += 40.0
+        t = next_round_at(t, t + 40.0, 40.0, 120.0, 0.2)
+    assert used / t <= 0.2 + 1e-9
+    assert next_round_at(start=0.0, end=40.0, cpu_seconds=40.0, every=120.0, share=0.0) == 160.0  # no bound
