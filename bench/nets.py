@@ -9,6 +9,13 @@ For batch sizes 1, 64 and 1024 of real positions (random play), times ``probs(ob
 (32 channels, 2 residual blocks) and a smaller conv (16 channels, 1 block). Prints a table of
 microseconds per row and each net's cost as a ratio to the [256, 256] MLP measured in the same
 run, then one JSON line with every figure.
+
+    python -m bench.nets --stacked [--seconds 1.0]
+
+Many frozen policies at once (what a Serve replica and in-process opponents do per batch): for
+MLPs of three widths and G policies of n rows each, the stacked pass (layers stacked, one batched
+matrix product per layer) against one lean pass per policy, and which of the two
+``policies.net.stacked_probs`` picks (``STACK_MAX_WEIGHTS``). One JSON line per width.
 """
 
 from __future__ import annotations
@@ -21,9 +28,11 @@ import numpy as np
 import torch
 
 from envs import game_info, make_game
-from policies.net import PolicySpec, build_policy
+from policies.net import STACK_MAX_WEIGHTS, PolicySpec, _one_pass_each, _stacked_buckets, build_policy, mlp_weights
 
 SIZES = (1, 64, 1024)
+STACK_WIDTHS = ((64, 64), (128, 128), (256, 256))
+STACK_SHAPES = ((8, 128), (20, 50), (100, 10), (100, 3))  # (policies, rows each)
 NETS = {
     "mlp [256, 256]": {"net": "mlp", "hidden": (256, 256)},
     "mlp [128, 128]": {"net": "mlp", "hidden": (128, 128)},
@@ -63,10 +72,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.nets", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=1.0, help="per measurement")
     parser.add_argument("--game", default="connect_four")
+    parser.add_argument("--stacked", action="store_true", help="many policies at once: stacked pass or one each")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     info = game_info(args.game)
     obs, mask = positions(args.game, max(SIZES))
+    if args.stacked:
+        return stacked_vs_one_each(args, info, obs, mask)
     models = {}
     for name, kw in NETS.items():
         torch.manual_seed(0)
@@ -96,6 +108,29 @@ def main(argv=None) -> int:
         print(f"{name:16s} {int(f['params']):8d} {cells}")
     print(json.dumps({"game": args.game, "figures": figures,
                       "ratios": {name: {c: f[c] / base[c] for c in cols} for name, f in figures.items()}}))
+    return 0
+
+
+def stacked_vs_one_each(args, info, obs: np.ndarray, mask: np.ndarray) -> int:
+    print(f"{args.game}, one thread, ms per call; ratio: one pass each over stacked (below 1: one each is faster)")
+    for hidden in STACK_WIDTHS:
+        spec = PolicySpec(info.obs_size, info.num_actions, hidden=hidden)
+        torch.manual_seed(0)
+        models = [build_policy(spec) for _ in range(max(g for g, _ in STACK_SHAPES))]
+        picks = "one pass each" if mlp_weights(spec) > STACK_MAX_WEIGHTS else "stacked"
+        rows = {}
+        for g, n in STACK_SHAPES:
+            o = [obs[i * n:(i + 1) * n] for i in range(g)]
+            k = [mask[i * n:(i + 1) * n] for i in range(g)]
+            ms = models[:g]
+            stacked = per_row_us(lambda: _stacked_buckets(ms, o, k), 1, args.seconds) / 1e3
+            each = per_row_us(lambda: _one_pass_each(ms, o, k), 1, args.seconds) / 1e3
+            rows[f"{g}x{n}"] = {"stacked_ms": round(stacked, 3), "one_each_ms": round(each, 3),
+                                "ratio": round(each / stacked, 3)}
+            print(f"  mlp {list(hidden)} ({mlp_weights(spec)} weights), {g} policies x {n} rows: stacked "
+                  f"{stacked:.2f} ms, one each {each:.2f} ms, ratio {each / stacked:.2f}")
+        print(json.dumps({"game": args.game, "hidden": list(hidden), "weights": mlp_weights(spec),
+                          "stacked_probs_picks": picks, "shapes": rows}), flush=True)
     return 0
 
 

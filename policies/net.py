@@ -415,15 +415,25 @@ def size_buckets(sizes: list[int], max_waste: float = 2.0) -> list[list[int]]:
 def stacked_probs(models: list[PolicyNet], obs: list[np.ndarray], masks: list[np.ndarray]) -> list[np.ndarray]:
     """Action probabilities of several policies, each on its own batch, in few passes.
 
-    Policies of one spec (every snapshot of a league) are evaluated together:
-    their layers are stacked and the batches padded to the longest, so G
-    policies cost a few batched matrix products instead of G forward passes.
-    Batches of very different sizes go in separate stacks (``size_buckets``),
-    so padding never more than doubles the work; policies of different specs
-    fall back to one pass each, and so do conv and user nets (``stacked_mlp``).
+    Policies of one spec (every snapshot of a league) are evaluated together.
+    Small MLPs have their layers stacked and the batches padded to the longest,
+    so G policies cost a few batched matrix products instead of G forward
+    passes; batches of very different sizes go in separate stacks
+    (``size_buckets``), so padding never more than doubles the work. Wide MLPs
+    (more than ``STACK_MAX_WEIGHTS``) run one lean pass each over one
+    concatenated batch, since copying their weights into a stack costs more
+    than it saves. Policies of different specs fall back to one pass each, and
+    so do conv and user nets (``stacked_mlp``).
     """
     if len(models) == 1 or len({m.spec for m in models}) > 1 or not all(stacked_mlp(m) for m in models):
         return [m.probs(o, k) for m, o, k in zip(models, obs, masks)]
+    if mlp_weights(models[0].spec) > STACK_MAX_WEIGHTS:
+        return _one_pass_each(models, obs, masks)
+    return _stacked_buckets(models, obs, masks)
+
+
+@torch.inference_mode()
+def _stacked_buckets(models: list[ActorCritic], obs: list[np.ndarray], masks: list[np.ndarray]) -> list[np.ndarray]:
     out: list[np.ndarray] = [None] * len(models)  # type: ignore[list-item]
     for bucket in size_buckets([len(o) for o in obs]):
         if len(bucket) == 1:
@@ -440,6 +450,40 @@ def stacked_mlp(model: PolicyNet) -> bool:
     """Whether ``model`` can join a stacked pass: an MLP (its layers stack into batched matrix
     products); a conv or user net runs its own forward."""
     return type(model) is ActorCritic
+
+
+# Above this many weights a policy's layers are not worth stacking: a stacked pass copies every
+# policy's weights into one tensor per call, which for all but the smallest MLPs costs more than
+# a lean pass per policy (`python -m bench.nets --stacked`, one thread, 2026-11-25: one pass each
+# took 0.37-0.83x the stacked time for Connect Four's [256, 256] and 0.66-0.93x for Leduc's
+# [128, 128] at 8-100 policies of 3-128 rows; Kuhn's and Leduc's [64, 64], 5-6k weights, were
+# even, 0.84-1.12x).
+STACK_MAX_WEIGHTS = 8192
+
+
+def mlp_weights(spec: PolicySpec) -> int:
+    """Weights of an MLP's trunk and policy head (what a stacked pass copies per policy)."""
+    widths = (spec.obs_size, *spec.hidden, spec.num_actions)
+    return sum(a * b for a, b in zip(widths, widths[1:]))
+
+
+@torch.inference_mode()
+def _one_pass_each(models: list[ActorCritic], obs: list[np.ndarray], masks: list[np.ndarray]) -> list[np.ndarray]:
+    """The policies' probabilities with one pass each over their own rows of one concatenated
+    batch, the value head skipped, and one masked softmax over all rows."""
+    sizes = [len(o) for o in obs]
+    x = _as_tensor(np.concatenate(obs), torch.float32)
+    mask = _as_tensor(np.concatenate(masks), torch.bool)
+    logits = torch.empty((len(x), models[0].spec.num_actions))
+    start = 0
+    for model, n in zip(models, sizes):
+        h = x[start:start + n]
+        for layer in model.trunk:
+            h = torch.addmm(layer.bias, h, layer.weight.t()) if isinstance(layer, nn.Linear) else layer(h)
+        torch.addmm(model.policy_head.bias, h, model.policy_head.weight.t(), out=logits[start:start + n])
+        start += n
+    probs = torch.softmax(logits.masked_fill_(~mask, ILLEGAL_LOGIT), dim=-1).numpy()
+    return np.split(probs, np.cumsum(sizes)[:-1])
 
 
 def _stacked(models: list[ActorCritic], obs: list[np.ndarray], masks: list[np.ndarray]) -> list[np.ndarray]:

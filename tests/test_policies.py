@@ -12,7 +12,8 @@ import torch
 from envs import make_game
 from envs.gym import uniform_opponent
 from policies.exploitability import expected_returns, nash_conv_of_policy, nash_conv_uniform
-from policies.net import ActorCritic, PolicySpec, size_buckets, stacked_act, stacked_probs
+from policies.net import (STACK_MAX_WEIGHTS, ActorCritic, PolicySpec, mlp_weights, size_buckets, stacked_act,
+                          stacked_probs)
 from policies.ppo import PPOConfig, compute_gae, make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr
 from policies.rollout import Rollout, collect_rollout
 from policies.snapshot import (
@@ -80,14 +81,16 @@ def test_sampling_is_reproducible_with_a_generator_and_matches_probabilities():
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
-def test_stacked_policies_give_each_policys_own_probabilities(activation):
+@pytest.mark.parametrize("hidden", [(16, 8), (128, 64)])  # stacked; wide: one pass each (STACK_MAX_WEIGHTS)
+def test_stacked_policies_give_each_policys_own_probabilities(activation, hidden):
     rng = np.random.default_rng(0)
     models = []
     for seed in range(7):
         torch.manual_seed(seed)
-        models.append(ActorCritic(PolicySpec(7, 5, hidden=(16, 8), activation=activation)))
+        models.append(ActorCritic(PolicySpec(7, 5, hidden=hidden, activation=activation)))
         for prm in models[-1].parameters():  # away from the near-uniform initial head
-            prm.data.normal_(0, 1)
+            prm.data.normal_(0, 1 / np.sqrt(prm.shape[-1]))
+    assert (mlp_weights(models[0].spec) > STACK_MAX_WEIGHTS) == (hidden[0] > 16)
     sizes = [3, 1, 12, 7, 2, 40, 1]
     obs = [rng.standard_normal((n, 7)).astype(np.float32) for n in sizes]
     masks = [rng.random((n, 5)) < 0.6 for n in sizes]
