@@ -16,8 +16,8 @@ import torch
 
 from envs import game_info, make_game
 from league.config import ConfigError, load_config
-from policies.net import (ILLEGAL_LOGIT, ActorCritic, ConvActorCritic, FactoryNet, PolicyNetError, PolicySpec,
-                          build_policy, stacked_act, stacked_probs)
+from policies.net import (ILLEGAL_LOGIT, STACK_MAX_WEIGHTS, ActorCritic, ConvActorCritic, FactoryNet, PolicyNetError,
+                          PolicySpec, build_policy, stacked_act, stacked_probs)
 from policies.snapshot import (POLICY_FORMAT, VERSION, learner_state_from_bytes, learner_state_to_bytes,
                                policy_from_bytes, policy_to_bytes)
 
@@ -449,3 +449,15 @@ def test_a_team_policy_exports_and_its_graphs_drive_a_squad_as_torch_does(tmp_pa
     for m, model in zip(meta["members"], models):
         got = ort.InferenceSession(str(tmp_path / "out" / m["file"])).run(None, {"obs": obs, "mask": mask})[0]
         np.testing.assert_allclose(got, model.probs(obs, mask), atol=1e-5, rtol=0)
+
+
+def test_bench_nets_stacked_prints_both_passes_and_the_one_stacked_probs_picks(capsys):
+    from bench.nets import STACK_SHAPES, STACK_WIDTHS, main
+
+    assert main(["--stacked", "--seconds", "0.01", "--game", "kuhn_poker"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [tuple(line["hidden"]) for line in lines] == list(STACK_WIDTHS)
+    for line in lines:
+        assert line["stacked_probs_picks"] == ("stacked" if line["weights"] <= STACK_MAX_WEIGHTS else "one pass each")
+        assert set(line["shapes"]) == {f"{g}x{n}" for g, n in STACK_SHAPES}
+        assert all(s["stacked_ms"] > 0 and s["one_each_ms"] > 0 for s in line["shapes"].values())
