@@ -43,6 +43,10 @@ EXACT_MODELS_HELD = 128
 
 
 TRIM_EVERY_SECONDS = 30.0  # how often the evaluator hands its heap's free pages back (actors/heap.py)
+# With nothing to measure the evaluator asks again after IDLE_SECONDS, doubling up to IDLE_MAX_SECONDS:
+# each ask ranks every pair of the pool (O(pool^2) on the coordinator: about 40% of its CPU with
+# Leduc's pool at 600, bench.profile), and an exact evaluator idles between new snapshots.
+IDLE_SECONDS, IDLE_MAX_SECONDS = 0.5, 4.0
 
 
 def round_interval(every: float, cpu_seconds: float, share: float) -> float:
@@ -123,7 +127,7 @@ class EvaluatorImpl:
 
     def run(self) -> int:
         last_measure, interval = 0.0, self.cfg.run.exploitability_every_seconds
-        last_trim = time.time()
+        last_trim, idle = time.time(), IDLE_SECONDS
         pending = self.outbox.pending_batch()
         if pending is not None:  # a past life's batch that was never acknowledged
             self._deliver(pending)
@@ -144,8 +148,10 @@ class EvaluatorImpl:
             pairs = ray.get(self.coordinator.evaluation_pairs.remote(256 if self.exact else 2, self.exact))
             self.rounds += 1
             if not pairs:
-                time.sleep(0.5)
+                self._stop.wait(idle)
+                idle = min(2 * idle, IDLE_MAX_SECONDS)
                 continue
+            idle = IDLE_SECONDS
             try:
                 if self.exact:
                     ray.get(self.coordinator.record_exact.remote(ExactScores.from_triples(self.exact_scores(pairs))))
