@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import ray
 
+from actors import heap
 from league.backup import state_digest
 from league.config import Config
 from league.league import League
@@ -71,6 +72,9 @@ QUALITY_KINDS = {"nash_conv": "nash_conv", "meta_nash_conv": "meta_nash_conv", "
 
 class LeagueCoordinatorImpl:
     def __init__(self, cfg: Config):
+        # every Nash solve and every ranking of evaluation pairs builds and drops pool x pool arrays
+        # (8 MB each at 1000 agents): keep them out of a heap glibc would not hand back (actors/heap.py)
+        heap.fix_mmap_threshold()
         self.cfg = cfg
         self.store = LeagueStore(cfg.run.storage)
         game = self.store.get_meta("game")
@@ -124,6 +128,7 @@ class LeagueCoordinatorImpl:
 
     # -- background ----------------------------------------------------------
     async def _nash_loop(self) -> None:
+        last_trim = time.time()
         while not self._stopped:
             await asyncio.sleep(0.25)
             try:
@@ -131,6 +136,9 @@ class LeagueCoordinatorImpl:
                     await self.solve_nash()
             except Exception:  # the loop must outlive any one bad solve
                 log.exception("Nash re-solve failed")
+            if time.time() - last_trim >= heap.TRIM_EVERY_SECONDS:  # solves' freed pages back to the system
+                heap.trim()
+                last_trim = time.time()
 
     def _ensure_loop(self) -> None:
         if self._loop_task is None:

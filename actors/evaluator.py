@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 EXACT_MODELS_HELD = 128
 
 
-TRIM_EVERY_SECONDS = 30.0  # how often the evaluator hands its heap's free pages back (actors/heap.py)
 # With nothing to measure the evaluator asks again after IDLE_SECONDS, doubling up to IDLE_MAX_SECONDS:
 # each ask ranks every pair of the pool (O(pool^2) on the coordinator: about 40% of its CPU with
 # Leduc's pool at 600, bench.profile), and an exact evaluator idles between new snapshots.
@@ -140,7 +139,7 @@ class EvaluatorImpl:
                     log.info("%s: exploitability skipped (%s)", self.evaluator_id, exc)
                 interval = round_interval(self.cfg.run.exploitability_every_seconds, time.process_time() - cpu,
                                           self.cfg.evaluator.exploitability_cpu_share)
-            if time.time() - last_trim >= TRIM_EVERY_SECONDS:  # networks loaded and dropped leave free pages
+            if time.time() - last_trim >= heap.TRIM_EVERY_SECONDS:  # networks loaded and dropped leave free pages
                 heap.trim()
                 last_trim = time.time()
             # exact pairs cost a dot product each once an agent's profiles are known, and

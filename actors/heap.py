@@ -3,9 +3,10 @@
 glibc's malloc serves a block of 128 KiB or more with its own mmap, returned to the system when
 freed, but raises that threshold to the size of each such block freed (up to 32 MiB), after which
 blocks that size come from the heap. An actor that builds and drops arrays of a few MiB round after
-round (the exact evaluator's profiles and sequence-form LPs) then grows a heap it never hands back:
-its resident memory climbs for hours while its Python objects stay flat. Fixing the threshold keeps
-large blocks out of the heap, and trimming after a round hands back the heap's free pages.
+round (the exact evaluator's profiles and sequence-form LPs, the coordinator's Nash solves over the
+pool) then grows a heap it never hands back: its resident memory climbs for hours while its Python
+objects stay flat. Fixing the threshold keeps large blocks out of the heap, and trimming after a
+round hands back the heap's free pages.
 
 Both are glibc's (``mallopt``, ``malloc_trim``); elsewhere they do nothing.
 """
@@ -18,6 +19,7 @@ import functools
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
 MMAP_THRESHOLD_BYTES = 128 * 1024  # glibc's default start, now kept
+TRIM_EVERY_SECONDS = 30.0  # how often a long-lived actor hands its heap's free pages back
 
 
 @functools.lru_cache(maxsize=1)
