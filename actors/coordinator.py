@@ -28,7 +28,6 @@ from league.league import League
 from league.matchmaking import MatchPlan
 from league.messages import (Checkpoint, ExactScores, MatchAssignments, NashMixture, ProgressDecision, ResultBatch,
                              SnapshotReply)
-from league.publication import lp_candidates
 from league.store import LeagueStore
 from monitoring.metrics import LeagueMetrics
 
@@ -534,17 +533,14 @@ class LeagueCoordinatorImpl:
         return self.league.nash_view(self.league.meta_nash)
 
     async def publish_candidates(self, limit: int) -> tuple[list[str], int]:
-        """The measured snapshots the least exploitable mixture is re-solved over (at most ``limit``:
-        the published members, then the newest; ``league.publication.lp_candidates``), and the
-        pool version."""
-        nash = self.league.nash_view()
-        members = [a for a, w in zip(nash.ids, nash.weights) if w > 0]
-        return lp_candidates(self.league.measured_ids(), members, limit), self.league.pool_version
+        """The snapshots the least exploitable mixture is re-solved over (at most ``limit``: the
+        published members, then the newest; ``Publication.lp_candidates``), and the pool version."""
+        return self.league.publish_candidates(int(limit)), self.league.pool_version
 
     @timed
     async def publish(self, ids: list[str], weights: list[float], pool_version: int,
                       solve_seconds: float = 0.0) -> NashMixture:
-        """The exact evaluator's least exploitable mixture of measured snapshots, published in place
+        """The exact evaluator's least exploitable mixture of the pool's snapshots, published in place
         of the meta-game Nash (stored before the reply)."""
         self.league.set_published(ids, weights, pool_version, solve_seconds)
         self._wake_plans()

@@ -93,7 +93,7 @@ class EvaluatorImpl:
 
     def measure_exploitability(self) -> float | None:
         """Exact NashConv of the published mixture, recorded over time. With ``evaluator.publish:
-        least_exploitable`` the mixture is first re-solved over the measured snapshots and published,
+        least_exploitable`` the mixture is first re-solved over the pool's snapshots and published,
         and the meta-game Nash is measured beside it (``meta_nash_conv``)."""
         if self.cfg.evaluator.publish == "least_exploitable":
             try:
@@ -114,7 +114,7 @@ class EvaluatorImpl:
         return result["nash_conv"]
 
     def publish_least_exploitable(self) -> NashMixture | None:
-        """Solve and publish the mixture of the measured snapshots with the least exact NashConv."""
+        """Solve and publish the mixture of the pool's snapshots with the least exact NashConv."""
         ids, pool_version = ray.get(self.coordinator.publish_candidates.remote(self.cfg.evaluator.publish_candidates))
         if not ids:
             return None

@@ -369,11 +369,11 @@ class EvaluatorConfig:
     exploitability: int | None = 0
     # What the league publishes as its Nash (/nash, Nash sampling, every measurement):
     # "nash": the Nash of the meta-game over the measured snapshots;
-    # "least_exploitable": the mixture of the measured snapshots whose exact NashConv is least, an LP
+    # "least_exploitable": the mixture of the pool's snapshots whose exact NashConv is least, an LP
     # the measuring evaluator solves every run.exploitability_every_seconds (games with exact
     # evaluation only: Kuhn, Leduc, matrix games). The meta-game Nash is still solved and measured.
     publish: str = "nash"
-    # how many measured snapshots that LP is solved over: the published members, then the newest
+    # how many of the pool's snapshots that LP is solved over: the published members, then the newest
     # (league.publication.lp_candidates); its time and memory grow with this, not with the pool
     publish_candidates: int = 256
     # the most of one core the measuring evaluator's rounds (least-exploitable LP, exact NashConv)

@@ -309,6 +309,10 @@ class League:
         """Adopt a meta-game solve (``Publication.adopt``)."""
         self.publication.adopt(state, self.intake.frozen_results)
 
+    def publish_candidates(self, limit: int) -> list[str]:
+        """The snapshots the least exploitable mixture is re-solved over (``Publication.lp_candidates``)."""
+        return self.publication.lp_candidates(limit)
+
     def set_published(self, ids: Sequence[str], weights: Sequence[float], pool_version: int,
                       solve_seconds: float = 0.0) -> NashMixture:
         """Publish the exact evaluator's least exploitable mixture (``Publication.publish_least_exploitable``)."""

@@ -40,17 +40,17 @@ def solve_meta_game(solver: NashSolver, ids: list[str], matrix: np.ndarray, pool
     )
 
 
-def lp_candidates(measured: Sequence[str], published: Sequence[str], limit: int) -> list[str]:
+def lp_candidates(pool: Sequence[str], published: Sequence[str], limit: int) -> list[str]:
     """The snapshots the least exploitable mixture is re-solved over, at most ``limit``: the
-    published members still measured, then the newest of the other measured snapshots
-    (``measured`` is oldest first). The published mixture stays a feasible point of the LP, so
-    the exact NashConv it publishes never rises from one solve to the next while the LP's size,
-    its time and its memory stay bounded however large the pool grows."""
-    kept = set(measured)
+    published members still in the pool, then the newest of the other snapshots (``pool`` is
+    oldest first). The published mixture stays a feasible point of the LP, so the exact NashConv
+    it publishes never rises from one solve to the next while the LP's size, its time and its
+    memory stay bounded however large the pool grows."""
+    kept = set(pool)
     members = [a for a in dict.fromkeys(published) if a in kept][:limit]
     chosen = set(members)
-    newest = [a for a in reversed(measured) if a not in chosen][:limit - len(members)]
-    order = {a: i for i, a in enumerate(measured)}
+    newest = [a for a in reversed(pool) if a not in chosen][:limit - len(members)]
+    order = {a: i for i, a in enumerate(pool)}
     return sorted(members + newest, key=order.__getitem__)
 
 
@@ -182,6 +182,16 @@ class Publication:
         self.published = state
         self._publish(state)
         return state
+
+    def lp_candidates(self, limit: int) -> list[str]:
+        """The snapshots the exact evaluator re-solves the least exploitable mixture over
+        (:func:`lp_candidates`). From the whole pool, not only the agents the meta-game rests on
+        (``measured_ids``): the LP works on each snapshot's exact profiles, not on measured payoffs,
+        and an old published member that the newest snapshots have not been measured against yet
+        falls out of ``measured_ids`` for a while; dropping it from the LP let the published NashConv
+        rise (Leduc, 0.090 to 0.111 in one solve, 45 minutes into an hour's soak)."""
+        members = [a for a, w in zip(self.nash.ids, self.nash.weights) if w > 0]
+        return lp_candidates(self.pool.ids(), members, limit)
 
     def _protect(self) -> None:
         """No agent with weight in the published mixture or the meta-game Nash is evicted."""

@@ -122,6 +122,24 @@ def test_a_bad_published_mixture_is_refused(ids, weights, match):
     assert p.published is None
 
 
+def test_a_published_member_stays_a_candidate_while_newer_snapshots_have_not_met_it():
+    """The LP works on exact profiles, so its candidates come from the pool: a published member
+    that left the meta-game (``measured_ids``) while the newest snapshots wait to be measured
+    against it stays feasible, and the published NashConv cannot rise."""
+    p = publication(publish="least_exploitable")
+    p.solve(pool_version=1, frozen_results=0)
+    for fresh in ("old", "new"):
+        p.pool.insert(AgentRecord(fresh, 1, AgentType.MAIN_AGENT))
+        p.payoff.add_agent(fresh)
+    for x in RPS:  # both measured against the meta-game's members; "new" not yet against "old"
+        p.payoff.set_counts("old", x, 10.0, 5.0, 0.0)
+        p.payoff.set_counts("new", x, 10.0, 5.0, 0.0)
+    p.publish_least_exploitable(["old", "rock"], [0.7, 0.3], pool_version=2)
+    assert p.measured_ids() == [*RPS, "new"]  # "old" waits outside the meta-game
+    assert p.lp_candidates(3) == ["rock", "old", "new"]  # pool order: the members, then the newest
+    assert p.lp_candidates(1) == ["old"]  # members before any other snapshot when the limit bites
+
+
 def test_lp_candidates_are_the_published_members_then_the_newest_in_pool_order():
     from league.publication import lp_candidates
 
