@@ -90,6 +90,12 @@ class PolicySpec:
             object.__setattr__(self, "_hash", cached)
         return cached
 
+    def __getstate__(self) -> dict:  # a string's hash differs between processes: never ship it
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["hidden"] = list(self.hidden)

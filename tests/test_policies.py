@@ -469,3 +469,15 @@ def test_snapshot_cache_lets_go_of_policies_idle_longer_than_its_bound():
     assert "a0" in forever and forever.lookup("a0") is not None  # no idle bound: only count and bytes
     with pytest.raises(ValueError, match="idle_seconds"):
         SnapshotCache(3, idle_seconds=0)
+
+
+def test_a_specs_hash_is_computed_once_and_never_travels_with_it():
+    import copy
+    import pickle
+
+    spec = PolicySpec(7, 5, hidden=(16, 8), args={"k": 1})
+    h = hash(spec)
+    assert spec.__dict__["_hash"] == h and hash(spec) == h
+    for twin in (pickle.loads(pickle.dumps(spec)), copy.deepcopy(spec)):
+        assert "_hash" not in twin.__dict__  # another process salts string hashes differently
+        assert twin == spec and hash(twin) == h and len({twin, spec}) == 1
