@@ -89,7 +89,7 @@ def test_stacked_policies_give_each_policys_own_probabilities(activation, hidden
         torch.manual_seed(seed)
         models.append(ActorCritic(PolicySpec(7, 5, hidden=hidden, activation=activation)))
         for prm in models[-1].parameters():  # away from the near-uniform initial head
-            prm.data.normal_(0, 1 / np.sqrt(prm.shape[-1]))
+            prm.data.normal_(0, 1)
     assert (mlp_weights(models[0].spec) > STACK_MAX_WEIGHTS) == (hidden[0] > 16)
     sizes = [3, 1, 12, 7, 2, 40, 1]
     obs = [rng.standard_normal((n, 7)).astype(np.float32) for n in sizes]
