@@ -35,7 +35,11 @@ run's seconds, start-up included) and, where the game has anchors (``--anchors``
 by default ``mcts:100,mcts:1000`` on perfect-information OpenSpiel games, else the
 config's ``anchors``), each
 published mixture's score against them (``policies.anchors``: seats alternating,
-one member drawn per game, ``--anchor-games`` games per anchor).
+one member drawn per game, ``--anchor-games`` games per anchor). With ``--search
+SIMULATIONS`` (or a config whose ``search`` section is on) each mixture is scored
+against the anchors a second time with its members playing PUCT search guided by
+their networks (``policies.search``, docs/search.md), into ``search.anchors``: what
+the league learned shows in ``anchors``, what it plays like with search beside it.
 
 Progress goes to stderr (the launcher's output too); stdout gets one JSON line
 per game, printed when that game is done::
@@ -45,7 +49,8 @@ per game, printed when that game is done::
      "league": {"median", "range", "values", "support", "run_seconds", "measure_seconds", ...},
      "selfplay": {...same...},
      "head_to_head": {"score", "ci95", "median", "range", "values", ...},  # non-exact games only
-     "anchors": {"mcts:100": {"league": {"median", "values", ...}, "selfplay": {...}}, ...}
+     "anchors": {"mcts:100": {"league": {"median", "values", ...}, "selfplay": {...}}, ...},
+     "search": {"simulations", ..., "anchors": {...as anchors...}}  # with search only
     }
 
 with ``env_steps_per_s`` and ``trained_agent_steps_per_s`` (agent decisions the learners trained
@@ -58,6 +63,7 @@ Lower is better for the measure. Run it alone under the Ray lock; a real table
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -209,6 +215,10 @@ def validate_args(args: argparse.Namespace) -> None:
     for name in ("probe_steps", "probe_eval_episodes", "h2h_episodes", "anchor_games"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.search < 0:
+        raise ValueError(f"--search must be >= 0, got {args.search}")
+    if not (0.0 <= args.rollout_weight <= 1.0):
+        raise ValueError(f"--rollout-weight must be in [0, 1], got {args.rollout_weight}")
     check_extra_overrides(args.set)
 
 
@@ -325,13 +335,33 @@ def default_anchors(game: str, params: dict) -> list[str]:
     return ["mcts:100", "mcts:1000"] if info == pyspiel.GameType.Information.PERFECT_INFORMATION else []
 
 
-def anchor_scores(game: str, params: dict, storage: Path, anchors: Sequence[str], games: int, seed: int) -> dict:
-    """The published mixture's score against each anchor (``policies.anchors``)."""
+def anchor_scores(game: str, params: dict, storage: Path, anchors: Sequence[str], games: int, seed: int,
+                  search=None) -> dict:
+    """The published mixture's score against each anchor (``policies.anchors``); with ``search``
+    (a ``policies.search.SearchSpec``) its members search their moves."""
     from policies.anchors import score_against
     from policies.exploitability import load_nash_mixture
 
     _, models, weights = load_nash_mixture(storage)
-    return {a: score_against(game, params, models, weights, a, games, seed)["score"] for a in anchors}
+    return {a: score_against(game, params, models, weights, a, games, seed, search)["score"] for a in anchors}
+
+
+def search_spec(game: str, name: str, params: dict, args: argparse.Namespace):
+    """The search both mixtures are also scored with: ``--search`` if given (ValueError where the
+    game cannot be searched), else the config's ``search`` section where it is on, else None."""
+    from league.config import load_config
+    from policies.search import SearchSpec, check_searchable
+
+    if args.search:
+        from envs.openspiel import load_two_player_zero_sum
+
+        try:
+            check_searchable(load_two_player_zero_sum(name, params or None))
+        except Exception as exc:  # not an OpenSpiel game at all, or not one search can play
+            raise ValueError(f"--search: {str(exc).splitlines()[0]}") from None
+        return SearchSpec(simulations=args.search, rollout_weight=args.rollout_weight)
+    cfg = load_config(config_path(game), list(args.set)).search
+    return cfg if cfg.simulations else None
 
 
 def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage: Path, episodes: int,
@@ -376,7 +406,9 @@ def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
     sides: dict[str, dict[str, list]] = {s: {"values": [], "support": [], "ci95": [], "run_seconds": [],
                                              "measure_seconds": [], "env_steps_per_s": [],
                                              "trained_agent_steps_per_s": [],
-                                             "anchors": {a: [] for a in anchors}} for s in SIDES}
+                                             "anchors": {a: [] for a in anchors},
+                                             "search_anchors": {a: [] for a in anchors}} for s in SIDES}
+    search = search_spec(game, name, params, args) if anchors else None
     stores: dict[tuple[str, int], Path] = {}
     measure_name = "nash_conv" if exact else "approx_exploitability"
     for seed, side in run_order(seeds):
@@ -398,11 +430,15 @@ def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
         scores = anchor_scores(name, params, storage, anchors, args.anchor_games, seed) if anchors else {}
         for a, score in scores.items():
             rec["anchors"][a].append(score)
+        searched = anchor_scores(name, params, storage, anchors, args.anchor_games, seed, search) if search else {}
+        for a, score in searched.items():
+            rec["search_anchors"][a].append(score)
         say(f"{game} {side} seed {seed}: {measure_name} {m['value']:.4f}"
             + (f" [{m['ci95'][0]:.4f}, {m['ci95'][1]:.4f}]" if "ci95" in m else "")
             + f" (Nash support {m['support']}; run {run_s:.0f} s, measure {measure_s:.0f} s; "
             + f"{rec['env_steps_per_s'][-1]:.0f} env steps/s)"
-            + "".join(f"; vs {a} {score:.3f}" for a, score in scores.items()))
+            + "".join(f"; vs {a} {score:.3f}" for a, score in scores.items())
+            + "".join(f"; with search vs {a} {score:.3f}" for a, score in searched.items()))
     out: dict[str, Any] = {"bench": "league_vs_selfplay", "game": name, "minutes": args.minutes, "seeds": seeds,
                            "measure": measure_name, "config": f"configs/{game}.yaml",
                            "selfplay_overrides": list(SELFPLAY_OVERRIDES), "set": list(args.set)}
@@ -410,6 +446,7 @@ def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
         out["probe_steps"] = args.probe_steps
         out["probe_eval_episodes"] = args.probe_eval_episodes
     per_anchor = {side: sides[side].pop("anchors") for side in SIDES}
+    per_anchor_search = {side: sides[side].pop("search_anchors") for side in SIDES}
     for side in SIDES:
         rec = sides[side]
         if exact:
@@ -420,6 +457,9 @@ def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
     if anchors:
         out["anchors"] = {a: {side: summary(per_anchor[side][a]) for side in SIDES} for a in anchors}
         out["anchor_games"] = args.anchor_games
+    if search is not None:
+        out["search"] = {**dataclasses.asdict(search), "anchors": {
+            a: {side: summary(per_anchor_search[side][a]) for side in SIDES} for a in anchors}}
     if not exact:
         per_seed = []
         for seed in seeds:
@@ -470,6 +510,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "default mcts:100,mcts:1000 on perfect-information OpenSpiel games, the config's "
                              "anchors elsewhere; '' for none")
     parser.add_argument("--anchor-games", type=int, default=100, help="games per anchor and run (default 100)")
+    parser.add_argument("--search", type=int, default=0, metavar="SIMULATIONS",
+                        help="also score both mixtures against the anchors with their members playing PUCT search, "
+                             "SIMULATIONS a move (policies.search; default: the config's search section where on)")
+    parser.add_argument("--rollout-weight", type=float, default=0.0,
+                        help="with --search: a leaf's value mixes one random rollout in at this weight (default 0)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a dotted config override applied to both sides")
     parser.add_argument("--storage", metavar="DIR",
@@ -494,7 +539,8 @@ def main(argv=None) -> int:
     root = Path(args.storage).resolve() if keep else Path(tempfile.mkdtemp(prefix="league_vs_selfplay_"))
     try:
         for game in args.games:  # before any run: a bad config or a used folder stops the bench at once
-            check_configs(game, args.set)
+            name, params, _ = check_configs(game, args.set)
+            search_spec(game, name, params, args)
             if keep and (root / game).exists() and any((root / game).iterdir()):
                 raise ValueError(f"--storage {root}: {root / game} is not empty (the launcher would resume those runs)")
         for game in args.games:

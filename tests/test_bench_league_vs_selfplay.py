@@ -75,7 +75,8 @@ def test_bad_sides_and_options_are_refused_with_the_option_named(capsys):
                         (["--minutes", "nan"], "--minutes"), (["--probe-steps", "0"], "--probe-steps"),
                         (["--set", "run.seed=3"], "run.seed"), (["--set", "ppo.lr"], "key=value"),
                         (["--game", "go_19x19"], "shipped: "), (["--anchors", "mcts:0"], "--anchors"),
-                        (["--anchor-games", "0"], "--anchor-games")):
+                        (["--anchor-games", "0"], "--anchor-games"), (["--search", "-1"], "--search"),
+                        (["--rollout-weight", "1.5"], "--rollout-weight")):
         with pytest.raises(SystemExit) as exc:
             bench.parse_args(argv)
         assert exc.value.code == 2
@@ -256,3 +257,24 @@ def test_bench_anchors_versus_scores_one_run_against_another_head_to_head(tmp_pa
     assert line["versus"]["ci95"][0] > 0.5  # the passive mixture folds to every bet: it loses
     bad = subprocess.run([*cmd, "--versus", str(tmp_path / "c4")], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert bad.returncode == 2 and "not of kuhn_poker" in bad.stderr, bad.stderr
+
+
+def test_a_mixture_that_searches_plays_the_anchors_far_better_than_its_network(tmp_path):
+    """Near-uniform nets, and the same nets choosing by PUCT search with one random rollout a leaf
+    (100 simulations a move): tic-tac-toe's MCTS-100 beats the first almost always; the searching
+    mixture draws or wins a large share (0.5 is a draw every game)."""
+    from policies.search import SearchSpec
+
+    game = make_game("tic_tac_toe", 1)
+    near_uniform = [ActorCritic(PolicySpec(game.obs_size, game.num_actions, (16,))) for _ in range(2)]
+    nash_store(tmp_path / "run", "tic_tac_toe", near_uniform, [0.5, 0.5])
+    spec = SearchSpec(simulations=100, rollout_weight=1.0)
+    plain = bench.anchor_scores("tic_tac_toe", {}, tmp_path / "run", ["mcts:100"], 40, seed=0)
+    searched = bench.anchor_scores("tic_tac_toe", {}, tmp_path / "run", ["mcts:100"], 40, seed=0, search=spec)
+    assert plain["mcts:100"] < 0.3 < 0.4 < searched["mcts:100"], (plain, searched)
+
+
+def test_search_on_a_game_search_cannot_play_stops_the_bench_before_any_run(tmp_path, capsys):
+    assert bench.main(["--game", "kuhn_poker", "--search", "50", "--storage", str(tmp_path)]) == 2
+    assert "--search" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
