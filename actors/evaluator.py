@@ -74,6 +74,7 @@ class EvaluatorImpl:
         self.cache = SnapshotCache(held, lambda agent_id: ray.get(self.coordinator.get_snapshot.remote(agent_id)),
                                    cfg.snapshots.cache_bytes,
                                    on_load=lambda: self.metrics.inc("snapshot_loads", process="evaluator"),
+                                   on_bytes=lambda b: self.metrics.set("snapshot_cache_bytes", b, process="evaluator"),
                                    idle_seconds=cfg.snapshots.cache_idle_seconds)
         # agent id -> its packed profiles in seats 0 and 1 and the time of its last use, least recently used first
         self.profiles: OrderedDict[str, tuple[np.ndarray, np.ndarray, float]] = OrderedDict()

@@ -29,8 +29,10 @@ class InProcessOpponents:
     def __init__(self, fetch_snapshot: Callable[[str], bytes], capacity: int, seed=None, max_bytes: int | None = None,
                  idle_seconds: float | None = None):
         self.metrics = LeagueMetrics()
+        kind = "rollout_worker"
         self.cache = SnapshotCache(capacity, fetch_snapshot, max_bytes,
-                                   on_load=lambda: self.metrics.inc("snapshot_loads", process="rollout_worker"),
+                                   on_load=lambda: self.metrics.inc("snapshot_loads", process=kind),
+                                   on_bytes=lambda b: self.metrics.set("snapshot_cache_bytes", b, process=kind),
                                    idle_seconds=idle_seconds)
         self.rng = np.random.default_rng(seed)
 

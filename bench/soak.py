@@ -15,7 +15,10 @@ summed RSS), ``rss_mb_per_hour_max_actor`` per kind (the steepest slope of one p
 alive through the second half: the figure to hold against a per-actor bound), ``fds_growth``
 (open descriptors at the end minus at the middle), ``object_store_mb`` (last),
 ``snapshot_loads_per_minute`` per process kind over the second half (snapshot cache misses: the
-cost of a cache smaller than what a process plays, ``snapshots.cache_mb``), and
+cost of a cache smaller than what a process plays, ``snapshots.cache_mb``),
+``snapshot_cache_mb`` per kind (the weights its snapshot caches held at the end, the gauge
+``ray_league_snapshot_cache_bytes``) with ``snapshot_cache_mb_per_hour`` (their slope over the
+second half: the part of an RSS slope that is a bounded cache filling up), and
 ``throughput_drift`` (mean env steps/s of the last quarter over the second quarter's; 1 is flat)
 and ``cpu_cores`` per kind over the ``second_quarter`` and the ``last_quarter`` (the cores its
 processes used on average: where a drift's CPU went). The figures are for the machine it ran on; they are slopes, not targets.
@@ -155,6 +158,7 @@ def store_bytes(storage: Path) -> int:
 
 
 LOADS = re.compile(r'^ray_league_snapshot_cache_loads_total\{.*process="(\w+)".*\}\s+(\S+)$')
+CACHE_BYTES = re.compile(r'^ray_league_snapshot_cache_bytes\{.*process="(\w+)".*\}\s+(\S+)$')
 
 
 def scrape(endpoints: list[str]) -> list[str]:
@@ -175,14 +179,24 @@ def object_store_mb(lines: list[str]) -> float | None:
     return sum(values) / 2**20 if values else None
 
 
-def snapshot_loads(lines: list[str]) -> dict[str, float]:
-    """Snapshots loaded into caches so far, per process kind (``ray_league_snapshot_cache_loads_total``)."""
+def per_process_kind(lines: list[str], pattern: re.Pattern) -> dict[str, float]:
+    """A metric's values summed per ``process`` label (one series per process of a kind)."""
     out: dict[str, float] = {}
     for line in lines:
-        m = LOADS.match(line)
+        m = pattern.match(line)
         if m:
             out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
     return out
+
+
+def snapshot_loads(lines: list[str]) -> dict[str, float]:
+    """Snapshots loaded into caches so far, per process kind (``ray_league_snapshot_cache_loads_total``)."""
+    return per_process_kind(lines, LOADS)
+
+
+def snapshot_cache_mb(lines: list[str]) -> dict[str, float]:
+    """Weights held in snapshot caches now, MB per process kind (``ray_league_snapshot_cache_bytes``)."""
+    return {k: v / 2**20 for k, v in per_process_kind(lines, CACHE_BYTES).items()}
 
 
 def slope_per_hour(t: list[float], y: list[float]) -> float:
@@ -207,6 +221,9 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
     span_min = (half[-1]["t"] - half[0]["t"]) / 60.0 if len(half) > 1 else 0.0
     loads = {k: round((half[-1].get("snapshot_loads", {}).get(k, 0.0) - half[0].get("snapshot_loads", {}).get(k, 0.0))
                       / span_min, 2) for k in sorted(half[-1].get("snapshot_loads", {}))} if span_min else {}
+    held = [(s["t"], s.get("snapshot_cache_mb", {})) for s in half]
+    cache = {k: round(slope_per_hour([t for t, mb in held if k in mb], [mb[k] for _, mb in held if k in mb]), 3)
+             for k in sorted({k for _, mb in held for k in mb})}
     actor = {}  # per kind, the steepest slope of one process alive through the half
     for k in kinds:
         series: dict[int, list[tuple[float, float]]] = {}
@@ -234,6 +251,9 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
         "fds_growth": (fds(half[-1]) - fds(half[0])) if half else 0,
         "object_store_mb": samples[-1]["object_store_mb"] if samples else None,
         "snapshot_loads_per_minute": loads,
+        "snapshot_cache_mb": {k: round(v, 1) for k, v in (samples[-1].get("snapshot_cache_mb", {}) if samples
+                                                          else {}).items()},
+        "snapshot_cache_mb_per_hour": cache,
         "env_steps_per_s": round(float(np.mean(last)), 1) if last else None,
         "throughput_drift": round(drift, 4) if drift is not None else None,
         "cpu_cores": cores,
@@ -299,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue  # starting up or stopping: no actor yet (or any more)
             lines = scrape(endpoints)
             samples.append({"t": time.time() - t0, "store_bytes": store_bytes(storage), "kinds": kinds,
-                            "object_store_mb": object_store_mb(lines), "snapshot_loads": snapshot_loads(lines)})
+                            "object_store_mb": object_store_mb(lines), "snapshot_loads": snapshot_loads(lines),
+                            "snapshot_cache_mb": snapshot_cache_mb(lines)})
     except KeyboardInterrupt:
         proc.send_signal(signal.SIGINT)
     finally:

@@ -72,6 +72,9 @@ class LeagueMetrics:
             "snapshot_loads": Counter("league_snapshot_cache_loads",
                                       "Snapshots loaded into a process's cache (misses; snapshots.cache_size and "
                                       "cache_mb bound what it holds), by process kind", ("process",)),
+            "snapshot_cache_bytes": Gauge("league_snapshot_cache_bytes",
+                                          "Weights held in a process's snapshot cache (bounded by snapshots.cache_mb), "
+                                          "by process kind", ("process",)),
             "store_bytes": Gauge("league_store_bytes", "Size of the league's store on disk (league.db and its WAL)"),
             "request_seconds": Histogram("league_coordinator_request_seconds", "Coordinator request latency",
                                          LATENCY_BUCKETS, ("method",)),

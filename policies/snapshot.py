@@ -175,11 +175,12 @@ class SnapshotCache:
     instead of once the cache is. The newest policy is kept even when it alone is larger
     than ``max_bytes``. ``get`` loads through the ``fetch`` callable; async callers use
     ``lookup`` and ``load``. ``loads`` counts misses, ``expired`` the policies dropped idle.
+    ``on_bytes`` is told the weight bytes held whenever they change (a process's gauge).
     """
 
     def __init__(self, capacity: int, fetch: Callable[[str], bytes] | None = None, max_bytes: int | None = None,
                  on_load: Callable[[], None] | None = None, idle_seconds: float | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, on_bytes: Callable[[int], None] | None = None):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         if max_bytes is not None and max_bytes <= 0:
@@ -191,6 +192,7 @@ class SnapshotCache:
         self.idle_seconds = idle_seconds
         self.fetch = fetch
         self.on_load = on_load  # called once per load (a process's metric of misses)
+        self.on_bytes = on_bytes
         self.clock = clock
         # least recently used first: agent id -> (policy, weight bytes, time of last use)
         self._entries: OrderedDict[str, tuple[PolicyNet, int, float]] = OrderedDict()
@@ -206,9 +208,12 @@ class SnapshotCache:
 
     def _expire(self, now: float) -> None:
         """Drop the policies not used since ``now - idle_seconds`` (the front of the LRU order)."""
-        for _, size, _ in drop_idle(self._entries, now, self.idle_seconds):
+        dropped = drop_idle(self._entries, now, self.idle_seconds)
+        for _, size, _ in dropped:
             self.bytes -= size
             self.expired += 1
+        if dropped and self.on_bytes is not None:
+            self.on_bytes(self.bytes)
 
     def lookup(self, agent_id: str) -> PolicyNet | None:
         """The cached policy (now the most recently used), or None."""
@@ -233,6 +238,8 @@ class SnapshotCache:
         while len(self._entries) > 1 and (len(self._entries) > self.capacity
                                           or (self.max_bytes is not None and self.bytes > self.max_bytes)):
             self.bytes -= self._entries.popitem(last=False)[1][1]
+        if self.on_bytes is not None:
+            self.on_bytes(self.bytes)
         return model
 
     def load(self, agent_id: str, blob: bytes) -> PolicyNet:

@@ -97,6 +97,7 @@ class LeagueAPI:
         self.metrics = LeagueMetrics()
         self.cache = SnapshotCache(cache_size, max_bytes=cache_bytes,
                                    on_load=lambda: self.metrics.inc("snapshot_loads", process="api"),
+                                   on_bytes=lambda b: self.metrics.set("snapshot_cache_bytes", b, process="api"),
                                    idle_seconds=cache_idle_seconds)
         self.table = PlayTable(game, game_params, play_sessions, play_ttl_s) if playable(game, game_params) else None
         # the config's search (league.config.SearchConfig): /play's member searches from the game's

@@ -51,6 +51,7 @@ class Opponents:
         self.metrics = LeagueMetrics()
         self.cache = SnapshotCache(cache_size, max_bytes=cache_bytes,
                                    on_load=lambda: self.metrics.inc("snapshot_loads", process="serve"),
+                                   on_bytes=lambda b: self.metrics.set("snapshot_cache_bytes", b, process="serve"),
                                    idle_seconds=cache_idle_seconds)
         self.rng = np.random.default_rng(seed)
         self._act_batch.set_max_batch_size(max_batch_size)

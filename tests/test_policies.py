@@ -448,7 +448,8 @@ def test_snapshot_cache_lets_go_of_policies_idle_longer_than_its_bound():
     blobs = {f"a{i}": policy_to_bytes(ActorCritic(PolicySpec(4, 3, (8,)))) for i in range(4)}
     size = weight_bytes(policy_from_bytes(blobs["a0"]))
     now = [0.0]
-    cache = SnapshotCache(8, lambda a: blobs[a], idle_seconds=10.0, clock=lambda: now[0])
+    told = []  # what the process's gauge is told: the bytes held after each change
+    cache = SnapshotCache(8, lambda a: blobs[a], idle_seconds=10.0, clock=lambda: now[0], on_bytes=told.append)
     cache.get("a0")
     cache.get("a1")
     now[0] = 6.0
@@ -461,6 +462,8 @@ def test_snapshot_cache_lets_go_of_policies_idle_longer_than_its_bound():
     assert cache.expired == 1 and cache.bytes == 2 * size and cache.loads == 3
     now[0] = 100.0
     assert cache.lookup("a0") is None and len(cache) == 0 and cache.bytes == 0 and cache.expired == 3
+    # loads a0, a1; a0 again is a hit (no change); a2 after a1 expired; a0 and a2 expired
+    assert told == [size, 2 * size, size, 2 * size, 0]
     cache.get("a1")  # an expired agent still in the pool loads again
     assert cache.loads == 4 and len(cache) == 1
     forever = SnapshotCache(8, lambda a: blobs[a], clock=lambda: now[0])

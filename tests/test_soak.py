@@ -12,7 +12,7 @@ import pytest
 from bench.soak import actor_kind, floor_sample, slope_per_hour, summarize
 
 KEYS = {"samples", "store_bytes_per_hour", "rss_mb_per_hour", "rss_mb_per_hour_max_actor", "fds_growth", "throughput_drift", "object_store_mb",
-        "snapshot_loads_per_minute", "cpu_cores"}
+        "snapshot_loads_per_minute", "snapshot_cache_mb", "snapshot_cache_mb_per_hour", "cpu_cores"}
 
 
 def test_actor_kinds_come_from_ray_process_titles():
@@ -27,6 +27,8 @@ def test_summary_fits_the_second_half_and_compares_quarters():
     # RSS flat then rising 2 MB a minute from the middle on; the store grows 1 kB a second throughout
     samples = [{"t": 60.0 * i, "store_bytes": 1000 * 60 * i, "object_store_mb": 1.0,
                 "snapshot_loads": {"serve": 3.0 * i, "evaluator": 10.0},
+                # the evaluator's cache fills 1 MB a minute up to 8 MB (from the 8th minute on: flat)
+                "snapshot_cache_mb": {"evaluator": float(min(i, 8))},
                 "kinds": {"learner": {"processes": 2, "rss_mb": 200.0 + 2.0 * max(0, i - 5), "fds": 10 + i,
                                       "pids": {7: 100.0 + 1.5 * max(0, i - 5), 8: 100.0 + 0.5 * max(0, i - 5)},
                                       # pid 7 uses half a core throughout, pid 8 a quarter, then a whole one
@@ -45,6 +47,9 @@ def test_summary_fits_the_second_half_and_compares_quarters():
     assert out["cpu_cores"]["second_quarter"]["learner"] == pytest.approx((90 + 45) / 180)
     assert out["cpu_cores"]["last_quarter"]["learner"] == pytest.approx((90 + 180) / 180)
     assert out["snapshot_loads_per_minute"] == {"evaluator": 0.0, "serve": pytest.approx(3.0)}
+    assert out["snapshot_cache_mb"] == {"evaluator": 8.0}
+    # second half, t = 5..10 min: 5, 6, 7, 8, 8, 8 MB; least squares 22/35 MB a minute
+    assert out["snapshot_cache_mb_per_hour"]["evaluator"] == pytest.approx(60 * 22 / 35, abs=1e-3)
     assert slope_per_hour([0.0], [1.0]) == 0.0
 
 
@@ -81,14 +86,17 @@ def test_a_sample_keeps_each_process_least_memory_over_its_interval():
 
 
 def test_metric_lines_give_object_store_use_and_snapshot_loads_per_process():
-    from bench.soak import object_store_mb, snapshot_loads
+    from bench.soak import object_store_mb, snapshot_cache_mb, snapshot_loads
 
     lines = ['# TYPE ray_league_snapshot_cache_loads_total counter',
              'ray_league_snapshot_cache_loads_total{Component="core_worker",SessionName="s",process="serve"} 12.0',
              'ray_league_snapshot_cache_loads_total{Component="core_worker",SessionName="s",process="serve"} 3.0',
              'ray_league_snapshot_cache_loads_total{SessionName="s",process="evaluator",WorkerId="w"} 5.0',
              'ray_object_store_memory{Location="MMAP_SHM",SessionName="s"} 1048576.0',
-             'ray_object_store_memory_other 7.0']
+             'ray_object_store_memory_other 7.0',
+             'ray_league_snapshot_cache_bytes{SessionName="s",process="rollout_worker",WorkerId="a"} 1048576.0',
+             'ray_league_snapshot_cache_bytes{SessionName="s",process="rollout_worker",WorkerId="b"} 2097152.0']
+    assert snapshot_cache_mb(lines) == {"rollout_worker": 3.0}
     assert snapshot_loads(lines) == {"serve": 15.0, "evaluator": 5.0}
     assert object_store_mb(lines) == 1.0
     assert object_store_mb([]) is None and snapshot_loads([]) == {}
