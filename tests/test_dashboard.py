@@ -26,6 +26,7 @@ EXPORTED = {
     "ray_league_meta_nash_exact_nash_conv", "ray_league_probe_br_return", "ray_league_outcome_novelty", "ray_league_reward_gap",
     "ray_league_anchor_score", "ray_league_anchor_elo",
     "ray_league_store_bytes", "ray_league_store_disk_full", "ray_league_store_refused_writes",
+    "ray_league_snapshot_cache_bytes",
     # histograms
     "ray_league_coordinator_request_seconds_bucket", "ray_league_nash_solve_seconds_bucket",
     "ray_league_opponent_inference_seconds_bucket", "ray_league_opponent_batch_size_bucket",
@@ -41,7 +42,7 @@ LABELS = {
     "ray_league_opponent_batch_size_bucket": {"le"}, "ray_league_probe_br_return": {"bound"},
     "ray_league_outcome_novelty": {"learner", "role"}, "ray_league_reward_gap": {"learner", "role"},
     "ray_league_anchor_score": {"anchor", "subject"}, "ray_league_anchor_elo": {"subject"},
-    "ray_league_snapshot_cache_loads_total": {"process"},
+    "ray_league_snapshot_cache_loads_total": {"process"}, "ray_league_snapshot_cache_bytes": {"process"},
 }
 RAY_LABELS = {"SessionName", "instance", "job", "NodeAddress", "WorkerId", "Component", "Version"}
 PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless",
