@@ -71,7 +71,6 @@ def assert_one_soak_line(out: subprocess.CompletedProcess) -> dict:
     assert {"coordinator", "learner", "rollout_worker", "evaluator"} <= set(got["rss_mb_per_hour"])
     assert got["processes"]["learner"] == 3 and got["processes"]["coordinator"] == 1
     assert got["store_bytes"] > 0
-    assert got["snapshot_cache_mb"].get("evaluator", 0.0) > 0  # the gauge, read from the real metrics endpoint
     return got
 
 
