@@ -336,14 +336,16 @@ def default_anchors(game: str, params: dict) -> list[str]:
 
 
 def anchor_scores(game: str, params: dict, storage: Path, anchors: Sequence[str], games: int, seed: int,
-                  search=None) -> dict:
-    """The published mixture's score against each anchor (``policies.anchors``); with ``search``
-    (a ``policies.search.SearchSpec``) its members search their moves."""
+                  search=None) -> tuple[dict, dict]:
+    """The published mixture's score against each anchor (``policies.anchors``), and with ``search``
+    (a ``policies.search.SearchSpec``) its score when its members search their moves ({} without)."""
     from policies.anchors import score_against
     from policies.exploitability import load_nash_mixture
 
     _, models, weights = load_nash_mixture(storage)
-    return {a: score_against(game, params, models, weights, a, games, seed, search)["score"] for a in anchors}
+    scores = lambda spec: {a: score_against(game, params, models, weights, a, games, seed, spec)["score"]  # noqa: E731
+                           for a in anchors}
+    return scores(None), (scores(search) if search is not None else {})
 
 
 def search_spec(game: str, name: str, params: dict, args: argparse.Namespace):
@@ -393,7 +395,9 @@ def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage
     return {"score": mean, "ci95": ci, "episodes": sum(len(s) for s in scores)}
 
 
-def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
+def bench_game(game: str, args: argparse.Namespace, root: Path, search=None) -> dict:
+    """Both sides' runs and measures for one game; ``search`` (``search_spec``) scores the mixtures
+    with search too."""
     name, params, exact = check_configs(game, args.set)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     t_start = time.perf_counter()
@@ -408,7 +412,7 @@ def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
                                              "trained_agent_steps_per_s": [],
                                              "anchors": {a: [] for a in anchors},
                                              "search_anchors": {a: [] for a in anchors}} for s in SIDES}
-    search = search_spec(game, name, params, args) if anchors else None
+    search = search if anchors else None
     stores: dict[tuple[str, int], Path] = {}
     measure_name = "nash_conv" if exact else "approx_exploitability"
     for seed, side in run_order(seeds):
@@ -427,10 +431,10 @@ def bench_game(game: str, args: argparse.Namespace, root: Path) -> dict:
         rec["measure_seconds"].append(round(measure_s, 1))
         for key, rate in stored_rates(storage, run_s).items():
             rec[key].append(round(rate, 1))
-        scores = anchor_scores(name, params, storage, anchors, args.anchor_games, seed) if anchors else {}
+        scores, searched = (anchor_scores(name, params, storage, anchors, args.anchor_games, seed, search) if anchors
+                            else ({}, {}))
         for a, score in scores.items():
             rec["anchors"][a].append(score)
-        searched = anchor_scores(name, params, storage, anchors, args.anchor_games, seed, search) if search else {}
         for a, score in searched.items():
             rec["search_anchors"][a].append(score)
         say(f"{game} {side} seed {seed}: {measure_name} {m['value']:.4f}"
@@ -538,13 +542,14 @@ def main(argv=None) -> int:
     keep = args.storage is not None
     root = Path(args.storage).resolve() if keep else Path(tempfile.mkdtemp(prefix="league_vs_selfplay_"))
     try:
+        searches = {}
         for game in args.games:  # before any run: a bad config or a used folder stops the bench at once
             name, params, _ = check_configs(game, args.set)
-            search_spec(game, name, params, args)
+            searches[game] = search_spec(game, name, params, args)
             if keep and (root / game).exists() and any((root / game).iterdir()):
                 raise ValueError(f"--storage {root}: {root / game} is not empty (the launcher would resume those runs)")
         for game in args.games:
-            print(json.dumps(bench_game(game, args, root)), flush=True)
+            print(json.dumps(bench_game(game, args, root, searches[game])), flush=True)
     except (ConfigError, ValueError, RuntimeError) as exc:
         say(f"error: {exc}")
         return 2 if isinstance(exc, ValueError) else 1

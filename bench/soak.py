@@ -206,6 +206,13 @@ def slope_per_hour(t: list[float], y: list[float]) -> float:
     return float(np.polyfit(np.asarray(t, dtype=float), np.asarray(y, dtype=float), 1)[0] * 3600.0)
 
 
+def slopes_by_kind(series: list[tuple[float, dict[str, float]]], kinds: list[str]) -> dict[str, float]:
+    """Per kind, the least-squares slope per hour of its values over the samples (time, {kind: value})
+    that have it."""
+    return {k: round(slope_per_hour([t for t, v in series if k in v], [v[k] for _, v in series if k in v]), 3)
+            for k in kinds}
+
+
 def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: float) -> dict:
     """The JSON line's figures from the samples (``t``, ``store_bytes``, ``kinds``) and the
     launcher's (time, env steps/s) progress."""
@@ -214,16 +221,15 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
         half = samples
     t = [s["t"] for s in half]
     kinds = sorted({k for s in samples for k in s["kinds"]})
-    rss = {k: round(slope_per_hour([s["t"] for s in half if k in s["kinds"]],
-                                   [s["kinds"][k]["rss_mb"] for s in half if k in s["kinds"]]), 3) for k in kinds}
+    rss = slopes_by_kind([(s["t"], {k: v["rss_mb"] for k, v in s["kinds"].items()}) for s in half], kinds)
     fds = lambda s: sum(v["fds"] for v in s["kinds"].values())  # noqa: E731
     last_of = lambda k: next(s["kinds"][k] for s in reversed(samples) if k in s["kinds"])  # noqa: E731
     span_min = (half[-1]["t"] - half[0]["t"]) / 60.0 if len(half) > 1 else 0.0
     loads = {k: round((half[-1].get("snapshot_loads", {}).get(k, 0.0) - half[0].get("snapshot_loads", {}).get(k, 0.0))
                       / span_min, 2) for k in sorted(half[-1].get("snapshot_loads", {}))} if span_min else {}
     held = [(s["t"], s.get("snapshot_cache_mb", {})) for s in half]
-    cache = {k: round(slope_per_hour([t for t, mb in held if k in mb], [mb[k] for _, mb in held if k in mb]), 3)
-             for k in sorted({k for _, mb in held for k in mb})}
+    cache = slopes_by_kind(held, sorted({k for _, mb in held for k in mb}))
+    last_held = samples[-1].get("snapshot_cache_mb", {}) if samples else {}
     actor = {}  # per kind, the steepest slope of one process alive through the half
     for k in kinds:
         series: dict[int, list[tuple[float, float]]] = {}
@@ -251,8 +257,7 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
         "fds_growth": (fds(half[-1]) - fds(half[0])) if half else 0,
         "object_store_mb": samples[-1]["object_store_mb"] if samples else None,
         "snapshot_loads_per_minute": loads,
-        "snapshot_cache_mb": {k: round(v, 1) for k, v in (samples[-1].get("snapshot_cache_mb", {}) if samples
-                                                          else {}).items()},
+        "snapshot_cache_mb": {k: round(v, 1) for k, v in last_held.items()},
         "snapshot_cache_mb_per_hour": cache,
         "env_steps_per_s": round(float(np.mean(last)), 1) if last else None,
         "throughput_drift": round(drift, 4) if drift is not None else None,

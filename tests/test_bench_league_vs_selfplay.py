@@ -226,7 +226,8 @@ def test_anchor_scores_of_a_stored_mixture_are_its_scores_against_the_bots(tmp_p
     game = make_game("tic_tac_toe", 1)
     near_uniform = [ActorCritic(PolicySpec(game.obs_size, game.num_actions, (16,))) for _ in range(2)]
     nash_store(tmp_path / "run", "tic_tac_toe", near_uniform, [0.5, 0.5])
-    out = bench.anchor_scores("tic_tac_toe", {}, tmp_path / "run", ["uniform", "mcts:100"], 400, seed=0)
+    out, searched = bench.anchor_scores("tic_tac_toe", {}, tmp_path / "run", ["uniform", "mcts:100"], 400, seed=0)
+    assert searched == {}  # no search asked for
     assert abs(out["uniform"] - 0.5) < 0.08
     assert out["mcts:100"] < 0.3
 
@@ -269,8 +270,7 @@ def test_a_mixture_that_searches_plays_the_anchors_far_better_than_its_network(t
     near_uniform = [ActorCritic(PolicySpec(game.obs_size, game.num_actions, (16,))) for _ in range(2)]
     nash_store(tmp_path / "run", "tic_tac_toe", near_uniform, [0.5, 0.5])
     spec = SearchSpec(simulations=100, rollout_weight=1.0)
-    plain = bench.anchor_scores("tic_tac_toe", {}, tmp_path / "run", ["mcts:100"], 40, seed=0)
-    searched = bench.anchor_scores("tic_tac_toe", {}, tmp_path / "run", ["mcts:100"], 40, seed=0, search=spec)
+    plain, searched = bench.anchor_scores("tic_tac_toe", {}, tmp_path / "run", ["mcts:100"], 40, seed=0, search=spec)
     assert plain["mcts:100"] < 0.3 < 0.4 < searched["mcts:100"], (plain, searched)
 
 
