@@ -90,8 +90,10 @@ class RolloutWorkerImpl:
         # matches: drawn here from the coordinator's plan, with the worker's own stream of run.seed
         self.matches = MatchSampler(learner_id, generator(cfg.run.seed, "worker", worker_id, "matches"),
                                     cfg.league.match_plan_seconds)
-        queue = MatchQueue(self.matches.draw, max(self.per_lane * n_lanes, cfg.rollout.matches_per_request))
-        self.lanes = Lanes(games, objective.k_opponents if objective is not None else 1, queue, opponents,
+        k = objective.k_opponents if objective is not None else 1
+        queue = MatchQueue(self.matches.draw, max(self.per_lane * n_lanes, cfg.rollout.matches_per_request),
+                           repeat=cfg.rollout.episodes_per_opponent, k=k)
+        self.lanes = Lanes(games, k, queue, opponents,
                            self._live_policy, self.rng, self._rebuild, keep_groups=self.grouped, name=worker_id)
 
     # -- weights -------------------------------------------------------------

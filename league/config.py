@@ -352,6 +352,11 @@ class RolloutConfig:
     opponent_inference: str = "serve"  # or "inprocess": frozen opponents in the worker's own process
     lanes: int = 2  # sub-vectors a worker alternates between while served requests are in flight
     matches_per_request: int = 64  # matches a worker draws from its plan at a time
+    # new episodes in a row that play each drawn opponent (a k-opponent objective: each drawn group's
+    # k opponents, that many groups in a row). Episodes that start together then share opponents, so a
+    # vector step runs fewer frozen policies' forward passes; every opponent keeps its share of the
+    # games. 1: each episode draws its own (docs/results.md, "The cost of a step").
+    episodes_per_opponent: int = 1
     # Ray options of each worker (docs/cluster.md)
     num_cpus: float = 0.5
     num_gpus: float = 0.0
@@ -545,7 +550,7 @@ class Config:
         _positive("policy.channels", self.policy.channels)
         _nonneg("policy.blocks", self.policy.blocks)
         for name in ("workers_per_learner", "envs_per_worker", "steps_per_batch", "max_inflight_batches",
-                     "results_batch_size", "matches_per_request", "lanes"):
+                     "results_batch_size", "matches_per_request", "lanes", "episodes_per_opponent"):
             _positive(f"rollout.{name}", getattr(self.rollout, name))
         if self.rollout.opponent_inference not in ("inprocess", "serve"):
             raise ConfigError("rollout.opponent_inference", f"must be inprocess or serve, got {self.rollout.opponent_inference!r}")

@@ -437,6 +437,11 @@ class MatchAssignments:
         return MatchAssignments(self.learner_id, self.opponents, self.live, self.opponent[start:stop],
                                 self.branches, self.branch[start:stop])
 
+    def take(self, index: np.ndarray) -> "MatchAssignments":
+        """The matches at ``index``, in its order, with the same opponent and branch lists."""
+        return MatchAssignments(self.learner_id, self.opponents, self.live, self.opponent[index],
+                                self.branches, self.branch[index])
+
     @classmethod
     def concat(cls, parts: Sequence["MatchAssignments"]) -> "MatchAssignments":
         """The matches of ``parts`` in order, one learner's; opponents and branches listed in order of

@@ -48,14 +48,21 @@ class MatchQueue:
     """Matches drawn from the learner's plan and not yet played, first drawn first played.
 
     ``draw(n)`` draws ``n`` matches from the plan held (``MatchSampler.draw``); the queue draws
-    ``batch`` at a time. ``branches`` counts the matches drawn per matchmaking branch; ``names``
-    and ``codes`` give each opponent id a small int code, so that lanes keep ints, not strings.
+    about ``batch`` at a time. With ``repeat`` > 1 each drawn tuple of k matches (a group's, k =
+    ``objective.k_opponents``) is queued ``repeat`` times in a row (``rollout.episodes_per_opponent``):
+    the episodes that start together share their opponents, so a vector step asks for fewer distinct
+    frozen policies (each one a forward pass) while every opponent keeps its share of the episodes.
+    ``branches`` counts the matches queued per matchmaking branch; ``names`` and ``codes`` give each
+    opponent id a small int code, so that lanes keep ints, not strings.
     """
 
-    def __init__(self, draw: Callable[[int], MatchAssignments], batch: int):
+    def __init__(self, draw: Callable[[int], MatchAssignments], batch: int, repeat: int = 1, k: int = 1):
         if batch < 1:
             raise ValueError(f"a match queue draws at least one match at a time, got {batch}")
-        self._draw, self.batch = draw, int(batch)
+        if repeat < 1 or k < 1:
+            raise ValueError(f"a match queue repeats each draw at least once, in tuples of at least one; "
+                             f"got repeat={repeat}, k={k}")
+        self._draw, self.batch, self.repeat, self.k = draw, int(batch), int(repeat), int(k)
         self._head: MatchAssignments | None = None  # the last draw; its matches from _pos on are queued
         self._pos = 0
         self.branches: dict[str, int] = {}
@@ -68,7 +75,7 @@ class MatchQueue:
         parts = []
         while n > 0:
             if self._head is None or self._pos == len(self._head):
-                self._head, self._pos = self._draw(self.batch), 0
+                self._head, self._pos = self._repeated(self._draw(self._per_draw())), 0
                 if not len(self._head):
                     raise RuntimeError("the match plan drew no matches")
                 for name, count in self._head.branch_counts().items():
@@ -78,6 +85,21 @@ class MatchQueue:
             self._pos += cut
             n -= cut
         return parts[0] if len(parts) == 1 else MatchAssignments.concat(parts)
+
+    def _per_draw(self) -> int:
+        """Matches to draw so that, repeated, they make about ``batch``: whole tuples of k."""
+        if self.repeat == 1:
+            return self.batch
+        return max(1, -(-self.batch // (self.repeat * self.k))) * self.k
+
+    def _repeated(self, drawn: MatchAssignments) -> MatchAssignments:
+        """Each tuple of k consecutive matches ``repeat`` times in a row: the next ``repeat`` groups
+        (episodes, for k = 1) play the same opponents."""
+        if self.repeat == 1:
+            return drawn
+        index = np.arange(-(-len(drawn) // self.k) * self.k).reshape(-1, self.k)
+        index = np.repeat(index, self.repeat, axis=0).reshape(-1)
+        return drawn.take(index[index < len(drawn)])
 
     def codes(self, matches: MatchAssignments) -> np.ndarray:
         """The code of each match's opponent."""

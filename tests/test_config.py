@@ -32,6 +32,7 @@ def test_yaml_then_overrides(tmp_path):
     ("league.payoff_decay=abc", "league.payoff_decay"),
     ("rollout.envs_per_worker=0", "rollout.envs_per_worker"),
     ("rollout.envs_per_worker=2.5", "rollout.envs_per_worker"),
+    ("rollout.episodes_per_opponent=0", "rollout.episodes_per_opponent"),
     ("roles.main_agent.sampling=random", "roles.main_agent.sampling"),
     ("roles.coach.count=1", "roles.coach"),
     ("roles.main_agent.self_play=0.9", "roles.main_agent.self_play"),

@@ -45,6 +45,39 @@ def test_a_match_queue_plays_the_matches_in_the_order_drawn():
         MatchQueue(sampler(0).draw, batch=0)
 
 
+def test_a_repeating_match_queue_plays_each_drawn_tuple_that_many_times_in_a_row():
+    reference = sampler(5)
+    # k = 1: each drawn match three times; draws of ceil(10 / 3) = 4 matches make 12 at a time
+    queue = MatchQueue(sampler(5).draw, batch=10, repeat=3)
+    taken = [m.opponent_id for m in queue.take(20)]
+    drawn = [m.opponent_id for d in (reference.draw(4), reference.draw(4)) for m in d]
+    assert taken == [o for o in drawn for _ in range(3)][:20]
+    assert sum(queue.branches.values()) == 24  # episodes queued, by branch
+    # k = 2: each drawn pair (a group's two opponents) three times, pairs kept whole
+    reference = sampler(6)
+    queue = MatchQueue(sampler(6).draw, batch=12, repeat=3, k=2)
+    taken = [m.opponent_id for m in queue.take(12)]
+    pairs = [m.opponent_id for m in reference.draw(4)]
+    assert taken == pairs[0:2] * 3 + pairs[2:4] * 3
+    groups = Groups(2, first_id=0, matches=MatchQueue(sampler(6).draw, batch=12, repeat=3, k=2))
+    slots = groups.start(12, version=1)
+    assert [groups.matches.names[c] for c in groups.opponent[slots].tolist()] == taken
+    for bad in ({"repeat": 0}, {"k": 0}):
+        with pytest.raises(ValueError):
+            MatchQueue(sampler(0).draw, batch=4, **bad)
+
+
+def test_repeated_opponents_keep_their_share_of_the_episodes():
+    """Repetition changes which episodes share an opponent, not how often each is played."""
+    n = 60_000
+    once = MatchQueue(sampler(7).draw, batch=64).take(n)
+    repeated = MatchQueue(sampler(8).draw, batch=64, repeat=16).take(n)
+    share = lambda m: {o: float(np.mean(np.asarray(m.opponents)[m.opponent] == o)) for o in (LEARNER, *SNAPSHOTS)}
+    expected = {LEARNER: 0.25, SNAPSHOTS[0]: 0.125, SNAPSHOTS[1]: 0.25, SNAPSHOTS[2]: 0.375}  # plan(): 1:3, 1:2:3
+    for got in (share(once), share(repeated)):
+        assert got == pytest.approx(expected, abs=0.025)
+
+
 def test_groups_hand_out_k_slots_per_group_with_one_version_and_complete_whole_groups():
     queue = MatchQueue(sampler(1).draw, batch=5)
     groups = Groups(3, first_id=100, matches=queue)
