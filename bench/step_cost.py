@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +39,7 @@ from actors.opponents import InProcessOpponents
 from envs import make_game
 from league.config import load_config
 from league.matchmaking import MatchPlan, MatchSampler, PlanBranch
+from league.store import LeagueStore
 from policies.lanes import Lanes, MatchQueue
 from policies.net import build_policy, policy_spec
 from policies.snapshot import policy_to_bytes
@@ -53,49 +54,50 @@ def synthetic_weights(pool: int) -> tuple[float, np.ndarray]:
 
 
 def stored_weights(storage: Path, batches: int) -> tuple[float, np.ndarray]:
-    """The live share and frozen weights (most played first) of a run's last worker result batches."""
-    db = storage / "league.db"
-    if not db.exists():
-        raise SystemExit(f"bench.step_cost: no league store at {db}")
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        rows = conn.execute("SELECT payload FROM results WHERE source LIKE 'worker:%' ORDER BY id DESC LIMIT ?",
-                            (batches,)).fetchall()
+    """The live share and frozen weights (most played first) of a run's last worker result batches:
+    games against its learners (live) and against snapshots (frozen)."""
+    if not (storage / "league.db").exists():
+        raise SystemExit(f"bench.step_cost: no league store in {storage}")
+    with LeagueStore(storage, create=False) as store:
+        learners = {r["learner_id"] for r in store.learners()}
+        last = deque((b for b in store.results_after() if b.source.startswith("worker:")), maxlen=batches)
     games: dict[str, float] = {}
-    for (payload,) in rows:
-        p = json.loads(payload)
-        for b, n in zip(p["b"], p["games"]):
-            games[p["agents"][b]] = games.get(p["agents"][b], 0.0) + n
+    for batch in last:
+        for b, n in zip(batch.b.tolist(), batch.games.tolist()):
+            games[batch.agents[b]] = games.get(batch.agents[b], 0.0) + n
     if not games:
-        raise SystemExit(f"bench.step_cost: {db} holds no worker results")
-    live = sum(n for a, n in games.items() if "-v" not in a)
-    frozen = np.array(sorted((n for a, n in games.items() if "-v" in a), reverse=True))
-    total = live + frozen.sum()
-    return live / total, frozen / frozen.sum()
+        raise SystemExit(f"bench.step_cost: {storage} holds no worker results")
+    live = sum(n for a, n in games.items() if a in learners)
+    frozen = np.array(sorted((n for a, n in games.items() if a not in learners), reverse=True))
+    return live / (live + frozen.sum()), frozen / frozen.sum()
+
+
+class CountingOpponents(InProcessOpponents):
+    """In-process opponents that count the distinct frozen policies of each request (one vector step)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.distinct: list[int] = []
+
+    def submit(self, agent_ids, codes, obs, mask):
+        self.distinct.append(len(agent_ids))
+        return super().submit(agent_ids, codes, obs, mask)
 
 
 class Setting:
-    """One side of the comparison: its own lanes, opponents and counters."""
+    """One side of the comparison: its own lanes, opponents and counters. ``frozen`` None: self-play."""
 
-    def __init__(self, name: str, cfg, spec, learner, snapshots: dict[str, bytes], live: float,
+    def __init__(self, name: str, cfg, learner, snapshots: dict[str, bytes], live: float,
                  frozen: np.ndarray | None, repeat: int, seed: int):
         self.name = name
         envs = cfg.rollout.envs_per_worker
-        ids = tuple(snapshots)[:0 if frozen is None else len(frozen)]
-        branches = [PlanBranch(live if ids else 1.0, (LEARNER,), None, True, "self_play")]
-        if ids:
-            branches.append(PlanBranch(1.0 - live, ids, np.cumsum(frozen), False, "pfsp"))
+        branches = [PlanBranch(1.0 if frozen is None else live, (LEARNER,), None, True, "self_play")]
+        if frozen is not None:
+            branches.append(PlanBranch(1.0 - live, tuple(snapshots)[:len(frozen)], np.cumsum(frozen), False, "pfsp"))
         sampler = MatchSampler(LEARNER, np.random.default_rng(seed), refresh_seconds=1e9)
         sampler.update(MatchPlan(LEARNER, tuple(branches), True))
-        self.opponents = InProcessOpponents(snapshots.__getitem__, capacity=cfg.snapshots.cache_size,
-                                            max_bytes=cfg.snapshots.cache_bytes, seed=seed)
-        self.distinct: list[int] = []
-        submit = self.opponents.submit
-
-        def counted(agent_ids, codes, obs, mask):
-            self.distinct.append(len(agent_ids))
-            return submit(agent_ids, codes, obs, mask)
-
-        self.opponents.submit = counted
+        self.opponents = CountingOpponents(snapshots.__getitem__, capacity=cfg.snapshots.cache_size,
+                                           max_bytes=cfg.snapshots.cache_bytes, seed=seed)
         game = make_game(cfg.game.name, envs, seed=seed)
         queue = MatchQueue(sampler.draw, max(envs, cfg.rollout.matches_per_request), repeat=repeat)
         self.lanes = Lanes([game], 1, queue, self.opponents, lambda _: learner, np.random.default_rng(seed),
@@ -138,13 +140,13 @@ def main(argv=None) -> int:
                     else synthetic_weights(cfg.league.pool_max_size))
     learner = build_policy(spec).eval()
     snapshots = {f"{LEARNER}-v{i + 1}": policy_to_bytes(build_policy(spec)) for i in range(len(frozen))}
-    settings = [Setting("self_play", cfg, spec, learner, snapshots, 1.0, None, 1, args.seed)]
-    settings += [Setting(f"league-r{r}", cfg, spec, learner, snapshots, live, frozen, r, args.seed)
+    settings = [Setting("self_play", cfg, learner, snapshots, 1.0, None, 1, args.seed)]
+    settings += [Setting(f"league-r{r}", cfg, learner, snapshots, live, frozen, r, args.seed)
                  for r in args.repeats]
     for s in settings:  # warm: fill every cache before timing
         s.run(min(args.seconds, 2.0))
         s.rates.clear()
-        s.distinct.clear()
+        s.opponents.distinct.clear()
     for _ in range(args.rounds):
         for s in settings:
             s.run(args.seconds)
@@ -154,7 +156,7 @@ def main(argv=None) -> int:
         print(json.dumps({"setting": s.name, "game": cfg.game.name, "envs": cfg.rollout.envs_per_worker,
                           "pool": len(frozen), "live_share": round(live, 3),
                           "env_steps_per_s": round(rate, 1), "ratio_to_self_play": round(rate / base, 3),
-                          "distinct_opponents_per_step": round(float(np.mean(s.distinct)), 1) if s.distinct else 0.0,
+                          "distinct_opponents_per_step": round(float(np.mean(s.opponents.distinct)), 1) if s.opponents.distinct else 0.0,
                           "weights": "stored" if args.storage else "synthetic"}), flush=True)
     return 0
 
