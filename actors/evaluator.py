@@ -55,6 +55,12 @@ def round_interval(every: float, cpu_seconds: float, share: float) -> float:
     return max(every, cpu_seconds / share)
 
 
+def pace_seconds(cpu_seconds: float, share: float) -> float:
+    """Seconds to wait after work that took ``cpu_seconds`` of CPU so that it used at most ``share``
+    of a core over the work and the wait together (0 where ``share`` is 1)."""
+    return cpu_seconds * (1.0 / share - 1.0)
+
+
 class EvaluatorImpl:
     def __init__(self, evaluator_id: str, cfg: Config, coordinator, index: int = 0):
         torch.set_num_threads(1)
@@ -157,11 +163,13 @@ class EvaluatorImpl:
                     ray.get(self.coordinator.record_exact.remote(ExactScores.from_triples(self.exact_scores(pairs))))
                 else:
                     for a, b in pairs:
+                        cpu = time.process_time()
                         results = self.sampled_results(a, b)
                         # per pair: frozen pairs never decay, so the counts say all the games say
                         batch = ResultBatch.from_results(self.evaluator_id, self.outbox.next_seq(), results)
                         self.outbox.stage_batch(batch)
                         self._deliver(batch)
+                        self._stop.wait(pace_seconds(time.process_time() - cpu, self.cfg.evaluator.games_cpu_share))
             except (KeyError, ray.exceptions.RayTaskError) as exc:
                 log.info("%s: pair skipped (%s)", self.evaluator_id, exc)  # an agent was evicted meanwhile
                 time.sleep(0.1)

@@ -385,6 +385,10 @@ class EvaluatorConfig:
     # take: a round whose CPU time would exceed it pushes the next one back past
     # run.exploitability_every_seconds (actors.evaluator.round_interval)
     exploitability_cpu_share: float = 0.1
+    # the most of one core a sampling evaluator's games take: after each pair it waits until the
+    # pair's CPU time is within this share of the time since the pair began
+    # (actors.evaluator.pace_seconds); 1: no wait. Fewer sampled pairs measured, more CPU for the learners
+    games_cpu_share: float = 1.0
     num_cpus: float = 0.25
     num_gpus: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)
@@ -557,6 +561,7 @@ class Config:
         _nonneg("evaluator.count", self.evaluator.count)
         _positive("evaluator.games_per_pair", self.evaluator.games_per_pair)
         _unit("evaluator.exploitability_cpu_share", self.evaluator.exploitability_cpu_share, open_low=True)
+        _unit("evaluator.games_cpu_share", self.evaluator.games_cpu_share, open_low=True)
         _nonneg("evaluator.probe_every_seconds", self.evaluator.probe_every_seconds)
         for name in ("probe_steps", "probe_eval_episodes", "probe_num_envs"):
             _positive(f"evaluator.{name}", getattr(self.evaluator, name))

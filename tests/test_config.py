@@ -46,6 +46,8 @@ def test_yaml_then_overrides(tmp_path):
     ("ray.metrics_export_port=0", "ray.metrics_export_port"),
     ("evaluator.exploitability_cpu_share=0", "evaluator.exploitability_cpu_share"),
     ("evaluator.exploitability_cpu_share=1.5", "evaluator.exploitability_cpu_share"),
+    ("evaluator.games_cpu_share=0", "evaluator.games_cpu_share"),
+    ("evaluator.games_cpu_share=nan", "evaluator.games_cpu_share"),
     ("search.simulations=-1", "search.simulations"),
     ("search.simulations=2.5", "search.simulations"),
     ("search.c_puct=0", "search.c_puct"),

@@ -254,3 +254,15 @@ def test_exploitability_rounds_keep_within_their_share_of_a_core():
     assert round_interval(30.0, 6.0, 0.1) == pytest.approx(60.0)
     for cpu in (0.5, 3.0, 7.5, 40.0):
         assert cpu / round_interval(30.0, cpu, 0.1) <= 0.1 + 1e-12
+
+
+def test_sampled_games_keep_within_their_share_of_a_core():
+    # a pair's games that took 2 s of CPU, paced to a quarter of a core, are followed by 6 s idle;
+    # a share of 1 never waits
+    from actors.evaluator import pace_seconds
+
+    assert pace_seconds(2.0, 0.25) == pytest.approx(6.0)
+    assert pace_seconds(2.0, 1.0) == 0.0
+    for cpu in (0.01, 0.7, 3.0):
+        for share in (0.1, 0.3, 0.5):
+            assert cpu / (cpu + pace_seconds(cpu, share)) == pytest.approx(share)
