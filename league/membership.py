@@ -39,7 +39,7 @@ class Membership:
             if a in known and b in known:
                 self.payoff.set_counts(a, b, w, d, l)
         for agent_id, rating, games in store.elo_rows():
-            if agent_id not in self.elo.anchors:
+            if agent_id in known and agent_id not in self.elo.anchors:
                 self.elo.ratings[agent_id] = rating
                 self.elo.games[agent_id] = games
         self.version = len(store.agents(include_removed=True))

@@ -66,6 +66,7 @@ CREATE TABLE measurements (id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT N
     value REAL NOT NULL, data TEXT NOT NULL);
 CREATE TABLE diversity (agent_id TEXT PRIMARY KEY, embedding_sum TEXT NOT NULL, steps INTEGER NOT NULL);
 CREATE INDEX events_kind ON events (kind);
+CREATE INDEX payoff_b ON payoff (b);
 CREATE INDEX measurements_kind ON measurements (kind, time);
 """
 
@@ -166,6 +167,8 @@ class LeagueStore:
         # Added after schema version 1 shipped; additive, so older files gain it on open.
         db.execute("CREATE TABLE IF NOT EXISTS diversity (agent_id TEXT PRIMARY KEY, embedding_sum TEXT NOT NULL, "
                    "steps INTEGER NOT NULL)")
+        # an eviction deletes the agent's payoff rows from either side (``_remove``)
+        db.execute("CREATE INDEX IF NOT EXISTS payoff_b ON payoff (b)")
         # A file written before the tables were checkpointed rewrote them with every batch: they
         # include every stored batch.
         if self.get_meta("tables_through") is None:
@@ -256,15 +259,21 @@ class LeagueStore:
                 db.execute("DELETE FROM payoff WHERE a = ? OR b = ?", (agent_id, agent_id))
 
     def remove_agents(self, agent_ids: Iterable[str]) -> None:
-        """Mark agents removed and drop their weights, atomically."""
+        """Mark agents removed and drop their weights and table rows, atomically."""
         with self.transaction() as db:
             self._remove(db, agent_ids)
 
     def _remove(self, db: sqlite3.Connection, agent_ids: Iterable[str]) -> None:
+        """Mark agents removed; drop their weights, payoff rows and Elo row (as ``Membership.admit``
+        drops them in memory: a full pool of N keeps at most N(N-1)/2 payoff rows however many
+        agents it has evicted)."""
         now = time.time()
         for agent_id in agent_ids:
             db.execute("UPDATE agents SET removed_at = ? WHERE agent_id = ?", (now, agent_id))
             db.execute("DELETE FROM snapshots WHERE agent_id = ?", (agent_id,))
+            db.execute("DELETE FROM payoff WHERE a = ?", (agent_id,))  # the primary key's index
+            db.execute("DELETE FROM payoff WHERE b = ?", (agent_id,))  # payoff_b
+            db.execute("DELETE FROM elo WHERE agent_id = ?", (agent_id,))
             self._event(db, "evict", {"agent_id": agent_id})
 
     def agents(self, include_removed: bool = False) -> list[AgentRecord]:

@@ -146,3 +146,47 @@ def test_old_nash_history_is_thinned_to_one_solve_per_interval(tmp_path):
         assert n["solved_at"] == max(m["solved_at"] for m in before[:-1] if int(m["solved_at"] // 1200)
                                      == int(n["solved_at"] // 1200))
     assert thin_history(store, 0) == {}
+
+
+def test_evicted_agents_leave_no_payoff_or_elo_rows_so_the_table_stays_bounded(tmp_path):
+    # a pool of 3 admits 12 snapshots with games between everyone: the store keeps the payoff rows
+    # of the pool and the learners only (what a resume loads), not one row per agent ever evicted
+    rng = np.random.default_rng(7)
+    league, _ = league_with_pool(tmp_path)
+    league.cfg.league.pool_max_size = league.membership.pool.max_size = 3
+    store = league.store
+    for i in range(12):
+        league.add_snapshot("main_agent-0", b"w", step=100 * (i + 1))
+        _report(league, rng, ["w0"], {"w0": i}, n=1)
+        league.checkpoint()
+    removed = {r.agent_id for r in store.agents(include_removed=True)} - set(league.pool.ids())
+    assert len(league.pool.ids()) == 3 and len(removed) >= 9
+    live = set(league.pool.ids()) | set(league.learners)
+    rows = store.payoff_rows()
+    assert rows and all(a in live and b in live for a, b, *_ in rows)
+    assert len(rows) <= len(live) * (len(live) - 1) // 2
+    assert not removed & {agent_id for agent_id, *_ in store.elo_rows()}
+    resumed = League(league.cfg, LeagueStore(tmp_path))
+    assert league_state(resumed) == league_state(league)
+
+
+def test_a_pass_drops_the_rows_an_older_store_kept_for_evicted_agents(tmp_path):
+    # stores written before evictions dropped payoff and Elo rows: the next pass drops them, and a
+    # resume is the same league before and after
+    rng = np.random.default_rng(8)
+    league, frozen = league_with_pool(tmp_path)
+    _report(league, rng, ["w0"], {}, n=2)
+    league.checkpoint()
+    store = league.store
+    gone = "main_agent-0-v0-evicted"
+    with store.transaction() as db:  # what an older store held for an agent it had evicted
+        db.execute("INSERT INTO agents SELECT ?, version, agent_type, learner_id, parent_id, step, created_at, "
+                   "metadata, snapshot_path, 1.0, seq + 100 FROM agents WHERE agent_id = ?", (gone, frozen[0]))
+        db.executemany("INSERT INTO payoff VALUES (?, ?, 1, 0, 2)", [(gone, frozen[1]), ("main_agent-0", gone)])
+        db.execute("INSERT INTO elo VALUES (?, 1100, 3)", (gone,))
+    before = league_state(League(league.cfg, LeagueStore(tmp_path)))  # a resume never loads them
+    assert before["payoff"] == league_state(league)["payoff"]
+    assert apply(store)["evicted_rows"] == {"payoff": 2, "elo": 1}
+    assert not [r for r in store.payoff_rows() if gone in r[:2]] and gone not in dict((a, r) for a, r, _ in store.elo_rows())
+    assert apply(store)["evicted_rows"] == {"payoff": 0, "elo": 0}
+    assert league_state(League(league.cfg, LeagueStore(tmp_path))) == before
