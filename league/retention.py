@@ -15,8 +15,8 @@ What grows without bound in ``league.db`` and what a resume needs of it:
   (0: kept for ever); the newest Nash and the newest measurement of each kind always are.
 * snapshot weights, payoff rows and Elo rows of evicted agents: removed with the eviction
   (``LeagueStore.add_agent``), so the payoff table holds at most N(N-1)/2 rows for a pool of N; the
-  agent's row stays (the pool's version counts it). A store written before evictions dropped its
-  payoff and Elo rows has them dropped by the next pass (:func:`drop_evicted_rows`). ``--archive DIR`` (``league.snapshot_archive``)
+  agent's row stays (the pool's version counts it); a store written before evictions dropped its
+  payoff and Elo rows drops them once, when it is opened (``LeagueStore``). ``--archive DIR`` (``league.snapshot_archive``)
   first writes the weights of every stored snapshot to ``DIR/AGENT.pt`` so an eviction loses none.
 
 SQLite reuses the pages freed by deletion, so a compacted store stops growing rather than
@@ -64,18 +64,6 @@ def compact_results(store: LeagueStore) -> dict[str, int]:
             row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(int(n) + (json.loads(row[0]) if row else 0))))
     return {"batches": int(batches), "games": int(games)}
-
-
-def drop_evicted_rows(store: LeagueStore) -> dict[str, int]:
-    """Delete the payoff and Elo rows of agents the pool has evicted (a resume loads neither:
-    ``Membership.restore``) that a store written before evictions dropped them still holds.
-    Returns ``{"payoff": n, "elo": m}`` rows removed."""
-    evicted = "SELECT agent_id FROM agents WHERE removed_at IS NOT NULL"
-    with store.transaction() as db:
-        payoff = db.execute(f"DELETE FROM payoff WHERE a IN ({evicted})").rowcount
-        payoff += db.execute(f"DELETE FROM payoff WHERE b IN ({evicted})").rowcount
-        elo = db.execute(f"DELETE FROM elo WHERE agent_id IN ({evicted})").rowcount
-    return {"payoff": payoff, "elo": elo}
 
 
 # Nash solves and Elo history younger than this are kept as they are; older ones are thinned
@@ -174,7 +162,6 @@ def apply(store: LeagueStore, history_retention_hours: float = 0.0, archive: str
     if archive:
         out["archived"] = archive_snapshots(store, archive)
     out["compacted"] = compact_results(store)
-    out["evicted_rows"] = drop_evicted_rows(store)
     out["thinned"] = thin_history(store, history_thin_seconds)
     out["pruned"] = prune_history(store, history_retention_hours * 3600.0)
     return out

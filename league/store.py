@@ -167,8 +167,15 @@ class LeagueStore:
         # Added after schema version 1 shipped; additive, so older files gain it on open.
         db.execute("CREATE TABLE IF NOT EXISTS diversity (agent_id TEXT PRIMARY KEY, embedding_sum TEXT NOT NULL, "
                    "steps INTEGER NOT NULL)")
-        # an eviction deletes the agent's payoff rows from either side (``_remove``)
-        db.execute("CREATE INDEX IF NOT EXISTS payoff_b ON payoff (b)")
+        # Added after evictions began to delete payoff rows from either side (``_remove``): a file
+        # without it also kept the payoff and Elo rows of every agent it had evicted (a resume
+        # loads neither); they go with the upgrade, once.
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'payoff_b'").fetchone():
+            evicted = "SELECT agent_id FROM agents WHERE removed_at IS NOT NULL"
+            with self.transaction():
+                db.execute("CREATE INDEX payoff_b ON payoff (b)")
+                db.execute(f"DELETE FROM payoff WHERE a IN ({evicted}) OR b IN ({evicted})")
+                db.execute(f"DELETE FROM elo WHERE agent_id IN ({evicted})")
         # A file written before the tables were checkpointed rewrote them with every batch: they
         # include every stored batch.
         if self.get_meta("tables_through") is None:
@@ -256,7 +263,7 @@ class LeagueStore:
             if tables is not None:
                 self._write_tables(db, *tables)
             for agent_id in clear_payoff:
-                db.execute("DELETE FROM payoff WHERE a = ? OR b = ?", (agent_id, agent_id))
+                self._delete_payoff(db, agent_id)
 
     def remove_agents(self, agent_ids: Iterable[str]) -> None:
         """Mark agents removed and drop their weights and table rows, atomically."""
@@ -271,10 +278,15 @@ class LeagueStore:
         for agent_id in agent_ids:
             db.execute("UPDATE agents SET removed_at = ? WHERE agent_id = ?", (now, agent_id))
             db.execute("DELETE FROM snapshots WHERE agent_id = ?", (agent_id,))
-            db.execute("DELETE FROM payoff WHERE a = ?", (agent_id,))  # the primary key's index
-            db.execute("DELETE FROM payoff WHERE b = ?", (agent_id,))  # payoff_b
+            self._delete_payoff(db, agent_id)
             db.execute("DELETE FROM elo WHERE agent_id = ?", (agent_id,))
             self._event(db, "evict", {"agent_id": agent_id})
+
+    @staticmethod
+    def _delete_payoff(db: sqlite3.Connection, agent_id: str) -> None:
+        """An agent's payoff rows, on either side: two lookups (the primary key's index, payoff_b)."""
+        db.execute("DELETE FROM payoff WHERE a = ?", (agent_id,))
+        db.execute("DELETE FROM payoff WHERE b = ?", (agent_id,))
 
     def agents(self, include_removed: bool = False) -> list[AgentRecord]:
         sql = ("SELECT agent_id, version, agent_type, learner_id, parent_id, step, created_at, metadata, "
