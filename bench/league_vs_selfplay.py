@@ -40,6 +40,9 @@ SIMULATIONS`` (or a config whose ``search`` section is on) each mixture is score
 against the anchors a second time with its members playing PUCT search guided by
 their networks (``policies.search``, docs/search.md), into ``search.anchors``: what
 the league learned shows in ``anchors``, what it plays like with search beside it.
+The anchors are scored in ``--jobs`` processes at once (default: the machine's
+cores; no league runs while they play), each anchor with the same games and seed as
+in one process.
 
 Progress goes to stderr (the launcher's output too); stdout gets one JSON line
 per game, printed when that game is done::
@@ -212,7 +215,7 @@ def validate_args(args: argparse.Namespace) -> None:
                 parse_anchor(a)
             except ValueError as exc:
                 raise ValueError(f"--anchors: {exc}") from None
-    for name in ("probe_steps", "probe_eval_episodes", "h2h_episodes", "anchor_games"):
+    for name in ("probe_steps", "probe_eval_episodes", "h2h_episodes", "anchor_games", "jobs"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.search < 0:
@@ -335,17 +338,38 @@ def default_anchors(game: str, params: dict) -> list[str]:
     return ["mcts:100", "mcts:1000"] if info == pyspiel.GameType.Information.PERFECT_INFORMATION else []
 
 
-def anchor_scores(game: str, params: dict, storage: Path, anchors: Sequence[str], games: int, seed: int,
-                  search=None) -> tuple[dict, dict]:
-    """The published mixture's score against each anchor (``policies.anchors``), and with ``search``
-    (a ``policies.search.SearchSpec``) its score when its members search their moves ({} without)."""
+def _anchor_score(game: str, params: dict, storage: Path, anchor: str, games: int, seed: int, search) -> float:
+    """One anchor's score of the published mixture in ``storage`` (a worker process's job)."""
+    import torch
+
     from policies.anchors import score_against
     from policies.exploitability import load_nash_mixture
 
+    torch.set_num_threads(1)
     _, models, weights = load_nash_mixture(storage)
-    scores = lambda spec: {a: score_against(game, params, models, weights, a, games, seed, spec)["score"]  # noqa: E731
-                           for a in anchors}
-    return scores(None), (scores(search) if search is not None else {})
+    return score_against(game, params, models, weights, anchor, games, seed, search)["score"]
+
+
+def anchor_scores(game: str, params: dict, storage: Path, anchors: Sequence[str], games: int, seed: int,
+                  search=None, jobs: int = 1) -> tuple[dict, dict]:
+    """The published mixture's score against each anchor (``policies.anchors``), and with ``search``
+    (a ``policies.search.SearchSpec``) its score when its members search their moves ({} without).
+    With ``jobs`` above 1 the anchors are scored in that many processes at once, searched ones first
+    (the slowest); each anchor's games and seed are the same as in one process, so are its scores."""
+    tasks = [(a, spec) for spec in ((search,) if search is not None else ()) + (None,) for a in anchors]
+    if jobs <= 1 or len(tasks) <= 1:
+        done = {(a, spec is None): _anchor_score(game, params, storage, a, games, seed, spec) for a, spec in tasks}
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)),
+                                 mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {(a, spec is None): pool.submit(_anchor_score, game, params, storage, a, games, seed, spec)
+                       for a, spec in tasks}
+            done = {key: f.result() for key, f in futures.items()}
+    plain = {a: done[a, True] for a in anchors}
+    return plain, ({a: done[a, False] for a in anchors} if search is not None else {})
 
 
 def search_spec(game: str, name: str, params: dict, args: argparse.Namespace):
@@ -431,8 +455,8 @@ def bench_game(game: str, args: argparse.Namespace, root: Path, search=None) -> 
         rec["measure_seconds"].append(round(measure_s, 1))
         for key, rate in stored_rates(storage, run_s).items():
             rec[key].append(round(rate, 1))
-        scores, searched = (anchor_scores(name, params, storage, anchors, args.anchor_games, seed, search) if anchors
-                            else ({}, {}))
+        scores, searched = (anchor_scores(name, params, storage, anchors, args.anchor_games, seed, search, args.jobs)
+                            if anchors else ({}, {}))
         for a, score in scores.items():
             rec["anchors"][a].append(score)
         for a, score in searched.items():
@@ -519,6 +543,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "SIMULATIONS a move (policies.search; default: the config's search section where on)")
     parser.add_argument("--rollout-weight", type=float, default=0.0,
                         help="with --search: a leaf's value mixes one random rollout in at this weight (default 0)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="processes that score the anchors after a run, at once (default: the machine's cores; "
+                             "no league runs then)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a dotted config override applied to both sides")
     parser.add_argument("--storage", metavar="DIR",

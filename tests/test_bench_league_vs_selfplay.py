@@ -274,6 +274,19 @@ def test_a_mixture_that_searches_plays_the_anchors_far_better_than_its_network(t
     assert plain["mcts:100"] < 0.3 < 0.4 < searched["mcts:100"], (plain, searched)
 
 
+def test_anchors_scored_in_several_processes_score_exactly_as_in_one(tmp_path):
+    """``--jobs``: each anchor's games and seed are the same whichever process plays them."""
+    from policies.search import SearchSpec
+
+    game = make_game("tic_tac_toe", 1)
+    nets = [ActorCritic(PolicySpec(game.obs_size, game.num_actions, (16,))) for _ in range(2)]
+    nash_store(tmp_path / "run", "tic_tac_toe", nets, [0.3, 0.7])
+    args = ("tic_tac_toe", {}, tmp_path / "run", ["uniform", "mcts:10"], 30, 3, SearchSpec(simulations=20))
+    one = bench.anchor_scores(*args, jobs=1)
+    assert bench.anchor_scores(*args, jobs=2) == one
+    assert set(one[0]) == set(one[1]) == {"uniform", "mcts:10"}
+
+
 def test_search_on_a_game_search_cannot_play_stops_the_bench_before_any_run(tmp_path, capsys):
     assert bench.main(["--game", "kuhn_poker", "--search", "50", "--storage", str(tmp_path)]) == 2
     assert "--search" in capsys.readouterr().err
