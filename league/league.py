@@ -333,17 +333,21 @@ class League:
         games = self.payoff.games_matrix(ids)
         rank = np.empty(len(ids), dtype=np.int64)
         rank[self.publication.evaluation_order(ids)] = np.arange(len(ids))
-        iu = np.triu_indices(len(ids), 1)
-        later, earlier = np.maximum(rank[iu[0]], rank[iu[1]]), np.minimum(rank[iu[0]], rank[iu[1]])
-        unmeasured = np.flatnonzero(games[iu] <= 0)
-        chosen = unmeasured[np.lexsort((earlier[unmeasured], later[unmeasured]))][:n]
-        if len(chosen) < n and not unmeasured_only:
+        # unmeasured pairs (i < j) straight from the matrix: at a full pool of 1000 almost every pair
+        # is measured, and this runs several times a second for an exact evaluator
+        ui, uj = np.nonzero(np.triu(games <= 0, 1))
+        later, earlier = np.maximum(rank[ui], rank[uj]), np.minimum(rank[ui], rank[uj])
+        first = np.lexsort((earlier, later))[:n]
+        pairs = [(ids[i], ids[j]) for i, j in zip(ui[first], uj[first])]
+        if len(pairs) < n and not unmeasured_only:
             support = self.nash.support()
             w = np.array([1.0 + 4.0 * support.get(a, 0.0) for a in ids])
+            iu = np.triu_indices(len(ids), 1)
             uncertainty = (np.outer(w, w) / np.sqrt(games + 1.0))[iu]
             measured = np.flatnonzero(games[iu] > 0)
-            chosen = np.concatenate([chosen, measured[np.argsort(-uncertainty[measured], kind="stable")]])[:n]
-        return [(ids[iu[0][k]], ids[iu[1][k]]) for k in chosen]
+            chosen = measured[np.argsort(-uncertainty[measured], kind="stable")][: n - len(pairs)]
+            pairs += [(ids[iu[0][k]], ids[iu[1][k]]) for k in chosen]
+        return pairs
 
     # -- reading ------------------------------------------------------------------
     def learner_views(self) -> dict[str, dict[str, Any]]:

@@ -111,9 +111,11 @@ class Publication:
             return []
         measured = self.payoff.games_matrix(ids) > 0
         keep: list[int] = []
+        fits = np.ones(len(ids), dtype=bool)  # measured against every agent kept so far
         for i in self.evaluation_order(ids):
-            if measured[i, keep].all():
+            if fits[i]:
                 keep.append(i)
+                fits &= measured[:, i]
         return [ids[i] for i in sorted(keep)]
 
     def evaluation_order(self, ids: Sequence[str]) -> list[int]:
