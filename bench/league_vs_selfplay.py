@@ -339,7 +339,8 @@ def default_anchors(game: str, params: dict) -> list[str]:
 
 
 def _anchor_score(game: str, params: dict, storage: Path, anchor: str, games: int, seed: int, search) -> float:
-    """One anchor's score of the published mixture in ``storage`` (a worker process's job)."""
+    """One anchor's score of the published mixture in ``storage``: a worker process's job, which
+    loads the mixture itself (a process of ``anchor_scores(jobs=N)``)."""
     import torch
 
     from policies.anchors import score_against
@@ -357,8 +358,13 @@ def anchor_scores(game: str, params: dict, storage: Path, anchors: Sequence[str]
     With ``jobs`` above 1 the anchors are scored in that many processes at once, searched ones first
     (the slowest); each anchor's games and seed are the same as in one process, so are its scores."""
     tasks = [(a, spec) for spec in ((search,) if search is not None else ()) + (None,) for a in anchors]
-    if jobs <= 1 or len(tasks) <= 1:
-        done = {(a, spec is None): _anchor_score(game, params, storage, a, games, seed, spec) for a, spec in tasks}
+    if jobs <= 1 or len(tasks) <= 1:  # one process: the mixture is loaded once
+        from policies.anchors import score_against
+        from policies.exploitability import load_nash_mixture
+
+        _, models, weights = load_nash_mixture(storage)
+        done = {(a, spec is None): score_against(game, params, models, weights, a, games, seed, spec)["score"]
+                for a, spec in tasks}
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
