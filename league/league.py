@@ -42,6 +42,8 @@ from league.store import LeagueStore
 log = logging.getLogger(__name__)
 
 ROLES = (AgentType.MAIN_AGENT, AgentType.MAIN_EXPLOITER, AgentType.LEAGUE_EXPLOITER)
+PAYOFF_HEADROOM = 64  # payoff rows beyond the pool's: its learners (and anchors)
+PAYOFF_RESERVE = 4096  # the most agents the payoff table makes room for up front (4 x 128 MiB)
 
 
 def learner_ids(cfg: Config) -> dict[str, AgentType]:
@@ -74,7 +76,10 @@ class League:
         self.learners: dict[str, LearnerState] = {l: LearnerState(l, role) for l, role in learner_ids(cfg).items()}
         self.roles: dict[AgentType, Role] = {role: make_role(role, cfg.role(role)) for role in ROLES}
         self.pool = AgentPool(max_size=cfg.league.pool_max_size)
-        self.payoff = PayoffTable(decay=cfg.league.payoff_decay, prior_games=cfg.league.payoff_prior_games)
+        # room for a full pool and its learners from the start (up to PAYOFF_RESERVE agents): the
+        # coordinator's memory is then set by the config, not by how far the pool has filled
+        self.payoff = PayoffTable(decay=cfg.league.payoff_decay, prior_games=cfg.league.payoff_prior_games,
+                                  capacity=min(cfg.league.pool_max_size + PAYOFF_HEADROOM, PAYOFF_RESERVE))
         self.elo = EloTable(k=cfg.league.elo_k, initial=cfg.league.elo_initial)
         self.intake = ResultIntake(self.payoff, self.elo, self.pool, self.learners, store,
                                    cfg.league.payoff_checkpoint_seconds)

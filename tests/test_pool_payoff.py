@@ -158,3 +158,26 @@ def test_removing_an_agent_keeps_every_other_pairs_counts_exactly():
                                                                 for a in ids]))
     table.add_agent("new")
     assert table.games_matrix(["new"], ids).sum() == 0 and table.games_matrix(ids, ["new"]).sum() == 0
+
+
+def test_the_games_kept_as_counts_are_written_are_each_pairs_wins_draws_and_losses():
+    """``games_matrix`` reads games kept alongside the counts: after decayed batches, restored
+    counts, growth past the first capacity and removals, each entry is the pair's wins + draws +
+    losses, exactly."""
+    rng = np.random.default_rng(1)
+    table = PayoffTable(decay=0.97, capacity=4)
+    ids = [f"a{i}" for i in range(30)]
+    for _ in range(20):
+        k = 50
+        a, b = rng.integers(0, 30, k), rng.integers(0, 30, k)
+        keep = a != b
+        wins = rng.random(keep.sum())
+        table.record_counts([ids[i] for i in a[keep]], [ids[i] for i in b[keep]], np.ones(keep.sum()),
+                            wins, np.zeros(keep.sum()), 1.0 - wins)
+    table.set_counts("a1", "a2", 3.0, 1.0, 2.0)
+    for gone in ("a7", "a29"):
+        table.remove_agent(gone)
+    ids = table.ids
+    expected = np.array([[sum(table.counts(a, b)) if a != b else 0.0 for b in ids] for a in ids])
+    assert np.array_equal(table.games_matrix(ids), expected)
+    assert table.games_matrix(["a1"], ["a2"])[0, 0] == 6.0
