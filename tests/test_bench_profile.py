@@ -53,4 +53,5 @@ def test_a_recording_charges_a_busy_process_to_the_function_of_ours_it_runs():
         pytest.skip("py-spy may not trace processes here (ptrace not permitted)")
     nash = [(share, cores) for label, share, cores in out["top"] if label.startswith("league/nash.py:")]
     assert sum(share for share, _ in nash) > 0.9  # the loop itself is a sliver of each call
-    assert out["processes"] == 1 and 0 < sum(cores for _, cores in nash) <= out["cores"] + 1e-9
+    # each figure is rounded to 3 decimals, so their sum may pass the process's by half a unit each
+    assert out["processes"] == 1 and 0 < sum(cores for _, cores in nash) <= out["cores"] + 0.0005 * (len(nash) + 1)

@@ -248,11 +248,14 @@ def _fill_the_disk_and_empty_it(proc, lines, disk, storage) -> None:
             break
     assert "STORE DISK FULL" in lines[-1], "".join(lines[-20:])
     assert "STORE DISK FULL" in _coordinator_logs(storage)
-    games_full = _games(storage)
-    for _ in range(3):  # three progress lines: still full, nothing stored, nothing crashed
+    for _ in range(3):  # three progress lines: nothing crashed
         lines.append(proc.stdout.readline())
     assert proc.poll() is None
-    assert _games(storage) == games_full
+    # The store may still take writes that fit in space SQLite already holds (free pages that
+    # compaction left in the database, WAL frames reused after a checkpoint): the coordinator's
+    # probe then succeeds and it acknowledges what it stored. What it must not do is acknowledge a
+    # write that failed; the exact accounting after the run checks that.
+    games_full = _games(storage)
     ballast.unlink()  # space returns: the league goes on by itself
     deadline = time.time() + 120
     while time.time() < deadline and _games(storage) <= games_full:
