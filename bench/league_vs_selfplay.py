@@ -338,17 +338,22 @@ def default_anchors(game: str, params: dict) -> list[str]:
     return ["mcts:100", "mcts:1000"] if info == pyspiel.GameType.Information.PERFECT_INFORMATION else []
 
 
-def _anchor_score(game: str, params: dict, storage: Path, anchor: str, games: int, seed: int, search) -> float:
-    """One anchor's score of the published mixture in ``storage``: a worker process's job, which
-    loads the mixture itself (a process of ``anchor_scores(jobs=N)``)."""
-    import torch
-
+def _scores(game: str, params: dict, storage: Path, tasks: Sequence[tuple[str, object]], games: int,
+            seed: int) -> list[float]:
+    """The published mixture in ``storage``, loaded once, scored against each ``(anchor, search)``."""
     from policies.anchors import score_against
     from policies.exploitability import load_nash_mixture
 
-    torch.set_num_threads(1)
     _, models, weights = load_nash_mixture(storage)
-    return score_against(game, params, models, weights, anchor, games, seed, search)["score"]
+    return [score_against(game, params, models, weights, a, games, seed, spec)["score"] for a, spec in tasks]
+
+
+def _anchor_score(game: str, params: dict, storage: Path, anchor: str, games: int, seed: int, search) -> float:
+    """One anchor's score: a worker process's job in ``anchor_scores(jobs=N)``, on one thread."""
+    import torch
+
+    torch.set_num_threads(1)
+    return _scores(game, params, storage, [(anchor, search)], games, seed)[0]
 
 
 def anchor_scores(game: str, params: dict, storage: Path, anchors: Sequence[str], games: int, seed: int,
@@ -359,12 +364,8 @@ def anchor_scores(game: str, params: dict, storage: Path, anchors: Sequence[str]
     (the slowest); each anchor's games and seed are the same as in one process, so are its scores."""
     tasks = [(a, spec) for spec in ((search,) if search is not None else ()) + (None,) for a in anchors]
     if jobs <= 1 or len(tasks) <= 1:  # one process: the mixture is loaded once
-        from policies.anchors import score_against
-        from policies.exploitability import load_nash_mixture
-
-        _, models, weights = load_nash_mixture(storage)
-        done = {(a, spec is None): score_against(game, params, models, weights, a, games, seed, spec)["score"]
-                for a, spec in tasks}
+        done = {(a, spec is None): score for (a, spec), score in zip(tasks, _scores(game, params, storage, tasks,
+                                                                                     games, seed))}
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor

@@ -20,6 +20,10 @@ import numpy as np
 class PayoffTable:
     """Dense decayed counts over a growing set of agent ids."""
 
+    # n x n float64 each; ``_games`` is wins + draws + losses, kept as they are written (it is read
+    # far more often than written: every ranking of pairs, every win rate)
+    _ARRAYS = ("_wins", "_draws", "_losses", "_games")
+
     def __init__(self, decay: float = 0.99, prior: float = 0.5, prior_games: float = 0.0, capacity: int = 16):
         if not (0.0 < decay <= 1.0) or not np.isfinite(decay):
             raise ValueError(f"decay must be in (0, 1], got {decay}")
@@ -56,7 +60,7 @@ class PayoffTable:
     def remove_agent(self, agent_id: str) -> None:
         """Forget an agent; keeps the other counts."""
         i, n = self._idx(agent_id), len(self._ids)
-        for m in self._counts:  # shift the later rows and columns in place
+        for m in (getattr(self, name) for name in self._ARRAYS):  # shift later rows and columns in place
             m[i : n - 1, :n] = m[i + 1 : n, :n]
             m[:n, i : n - 1] = m[:n, i + 1 : n]
             m[n - 1, :n] = 0.0
@@ -64,14 +68,10 @@ class PayoffTable:
         self._ids.pop(i)
         self._index = {a: k for k, a in enumerate(self._ids)}
 
-    @property
-    def _counts(self) -> tuple[np.ndarray, ...]:
-        return self._wins, self._draws, self._losses, self._games
-
     def _grow(self, cap: int) -> None:
         """Arrays for ``cap`` agents, written through at once: the process holds their memory from
         here on, so its resident size does not creep up as the pool fills them."""
-        for name in ("_wins", "_draws", "_losses", "_games"):
+        for name in self._ARRAYS:
             old = getattr(self, name)
             new = np.empty((cap, cap))
             new.fill(0.0)
@@ -203,7 +203,7 @@ class PayoffTable:
         self._games[i, j] = self._games[j, i] = wins + draws + losses
 
     def games(self, a: str, b: str) -> float:
-        return sum(self.counts(a, b))
+        return float(self._games[self._idx(a), self._idx(b)])
 
     def win_rate(self, a: str, b: str) -> float:
         """(wins + draws/2) / games, shrunk toward ``prior`` by ``prior_games``
@@ -234,8 +234,8 @@ class PayoffTable:
         return np.take(np.take(self._games, rows, axis=0), other, axis=1)
 
     def _rates(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        w, d, l = self._wins[rows, cols], self._draws[rows, cols], self._losses[rows, cols]
-        games = w + d + l + self.prior_games
+        w, d = self._wins[rows, cols], self._draws[rows, cols]
+        games = self._games[rows, cols] + self.prior_games
         score = w + 0.5 * d + self.prior * self.prior_games
         with np.errstate(invalid="ignore", divide="ignore"):
             rates = np.where(games > 0, score / np.where(games > 0, games, 1.0), self.prior)
