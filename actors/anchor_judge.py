@@ -7,7 +7,8 @@ the config (``anchors``: ``uniform``, ``mcts:N``, ``pkg.module:factory``;
 league's published Nash mixture (one member drawn per game by its weight), and
 ``newest_main``, the newest main-agent snapshot in the pool, and with
 ``search.simulations`` set, ``published_search``: the published mixture with each
-member searching that many positions a move (``policies.search``). Each score is
+member searching that many positions a move (``policies.search``), over
+``search.anchor_games`` games per anchor where set. Each score is
 recorded as the measurement ``anchor:<subject>:<anchor>``, and, where anchors
 have fixed ratings (``anchor_elo``; ``uniform`` is 1000), each subject's
 maximum-likelihood rating over those games as ``anchor_elo:<subject>``
@@ -102,7 +103,8 @@ class AnchorJudgeImpl:
                 if self._stop.is_set():  # a stop waits for one anchor's games at most
                     return out
                 start = time.perf_counter()
-                res = score_against(cfg.game.name, cfg.game.kwargs, models, weights, anchor, games,
+                n = search.anchor_games or games if search is not None else games
+                res = score_against(cfg.game.name, cfg.game.kwargs, models, weights, anchor, n,
                                     seed=self.seed + 1000 * self.judged + j, search=search)
                 data = {"anchor": anchor, "subject": subject, "agents": ids, "ci95": res["ci95"],
                         "games": res["games"], "pool_version": pool_version,

@@ -174,7 +174,7 @@ class Outbox:
         batch = ResultBatch.from_arrays(self.source, seq, arr)
         if "g_ids" not in arr:
             return batch, None, None
-        rollout = Rollout(**{f.name: arr[f"r_{f.name}"] for f in fields(Rollout)})
+        rollout = Rollout(**{f.name: arr[f"r_{f.name}"] for f in fields(Rollout) if f"r_{f.name}" in arr})
         groups = EpisodeGroups(self.source, arr["g_ids"], arr["g_version"], tuple(arr["g_opponents"].tolist()),
                                arr["g_opponent"], arr["g_outcomes"], arr["g_played"], arr["g_acted"], seq=seq)
         return batch, rollout, groups

@@ -94,7 +94,8 @@ class RolloutWorkerImpl:
         queue = MatchQueue(self.matches.draw, max(self.per_lane * n_lanes, cfg.rollout.matches_per_request),
                            repeat=cfg.rollout.episodes_per_opponent, k=k)
         self.lanes = Lanes(games, k, queue, opponents,
-                           self._live_policy, self.rng, self._rebuild, keep_groups=self.grouped, name=worker_id)
+                           self._live_policy, self.rng, self._rebuild, keep_groups=self.grouped, name=worker_id,
+                           self_id=learner_id)
 
     # -- weights -------------------------------------------------------------
     def _refresh(self, learner_id: str, block: bool) -> None:

@@ -22,7 +22,8 @@ config's (``anchors``, ``evaluator.anchor_games``), as the league's anchor judge
 plays them, and the line adds ``round_cpu_seconds``: the CPU time of one judge
 round (this mixture scored against every anchor, twice: the judge scores the
 published mixture and the newest main agent; with the config's ``search`` once
-more with search, as the judge's ``published_search``), and ``cpu_share``: a round's share
+more with search over ``search.anchor_games`` games per anchor, as the judge's
+``published_search``), and ``cpu_share``: a round's share
 of one core at ``evaluator.anchor_every_seconds``, round / (round + every).
 
 With ``--search SIMULATIONS`` the line adds ``search``: the same games with each member playing
@@ -184,8 +185,9 @@ def main(argv=None) -> int:
             searched, searched_cpu = None, 0.0
             if args.search_spec is not None:
                 t1 = time.perf_counter()
+                games = args.search_spec.anchor_games or args.games  # as the judge: search.anchor_games
                 searched = {**dataclasses.asdict(args.search_spec),
-                            "anchors": score_mixture(game, params, models, weights, args.anchors, args.games,
+                            "anchors": score_mixture(game, params, models, weights, args.anchors, games,
                                                      args.seed, args.search_spec)}
                 searched["seconds"] = round(time.perf_counter() - t1, 1)
                 searched_cpu = time.process_time() - cpu0 - scores_cpu

@@ -256,7 +256,9 @@ class PolicyConfig:
     """The learners' network (policies.net, docs/envs_policies.md): ``net`` is ``mlp``
     (``hidden``, ``activation``), ``conv`` (a residual conv net over the game's
     observation shape: ``channels``, ``blocks``) or ``"package.module:factory"``
-    (called with the network's spec and ``args``)."""
+    (called with the network's spec and ``args``). ``search_value``: a second value head (mlp,
+    conv), trained on the learner's games against itself only; play-time search reads it
+    (``search:``) instead of the value head, which a league trains against a mix of opponents."""
 
     net: str = "mlp"
     hidden: list[int] = field(default_factory=lambda: [128, 128])
@@ -264,6 +266,7 @@ class PolicyConfig:
     channels: int = 32
     blocks: int = 2
     args: dict[str, Any] = field(default_factory=dict)
+    search_value: bool = False
 
 
 @dataclass
@@ -416,15 +419,17 @@ class SearchConfig:
     # the network's prior and value at the leaves) on a perfect-information OpenSpiel game. With
     # simulations > 0 the anchor judge scores a third subject, published_search: the published
     # mixture, each member searching `simulations` positions a move. 0: off. policies.search takes
-    # this as its spec (SearchSpec), checked when built.
+    # this as its spec (SearchSpec), checked when built. anchor_games: that subject's games per anchor
+    # and round (0: evaluator.anchor_games); a searched game costs hundreds of times a plain one.
     simulations: int = 0
     c_puct: float = 1.5
     rollout_weight: float = 0.0  # a leaf's value mixes one random rollout in at this weight
     prior_temperature: float = 1.0  # above 1 flattens the network's prior
     batch: int = 8  # leaves per forward pass
+    anchor_games: int = 0
 
     def __post_init__(self):
-        for key in ("simulations", "batch"):
+        for key in ("simulations", "batch", "anchor_games"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"search.{key}", f"must be an integer, got {value!r}")
@@ -433,6 +438,7 @@ class SearchConfig:
         _unit("search.rollout_weight", self.rollout_weight)
         _positive("search.prior_temperature", self.prior_temperature)
         _positive("search.batch", self.batch)
+        _nonneg("search.anchor_games", self.anchor_games)
 
 
 @dataclass
@@ -551,6 +557,8 @@ class Config:
         module, sep, attr = net.partition(":")
         if net not in ("mlp", "conv") and not (sep and module and attr):
             raise ConfigError("policy.net", f"must be mlp, conv or 'package.module:factory', got {net!r}")
+        if self.policy.search_value and net not in ("mlp", "conv"):
+            raise ConfigError("policy.search_value", f"a second value head needs net mlp or conv, not {net!r}")
         _positive("policy.channels", self.policy.channels)
         _nonneg("policy.blocks", self.policy.blocks)
         for name in ("workers_per_learner", "envs_per_worker", "steps_per_batch", "max_inflight_batches",

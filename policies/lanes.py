@@ -293,13 +293,15 @@ class Lanes:
     with ``set_learner(version, policy)``; a group plays the version newest when it opened.
     ``keep_groups``: the complete groups are kept for ``take_groups`` (a learner with a grouped
     objective takes them with their transitions); otherwise the transitions go alone
-    (``recorder.take()``).
+    (``recorder.take()``). ``self_id``: the learner's own id; its decisions in games against
+    itself, live, are marked ``self_play`` in the transitions.
     """
 
     def __init__(self, games: list[VectorGame], k: int, matches: MatchQueue, opponents, live_policy: Callable,
                  rng: np.random.Generator, rebuild: Callable[[int], VectorGame], keep_groups: bool,
-                 name: str = "lanes"):
+                 name: str = "lanes", self_id: str | None = None):
         self.lanes = [Lane(g, rng) for g in games]
+        self.self_code = -1 if self_id is None else matches._code(self_id)
         self.keep_groups = keep_groups
         self.k, self.matches, self.opponents, self.live_policy = k, matches, opponents, live_policy
         self.rng, self.rebuild, self.name = rng, rebuild, name
@@ -476,8 +478,10 @@ class Lanes:
             return
         learner = lane.learner
         if len(learner):  # recorded once stepped: with the step's per-step rewards, where the game gives them
-            self.recorder.add(lane.episode[learner.rows], learner.obs, learner.mask, lane.learner_actions,
-                              lane.learner_logp, lane.learner_values, learner.agents, done.rewards)
+            rows = learner.rows
+            self.recorder.add(lane.episode[rows], learner.obs, learner.mask, lane.learner_actions,
+                              lane.learner_logp, lane.learner_values, learner.agents, done.rewards,
+                              lane.live[rows] & (lane.opponent[rows] == self.self_code))
         E = lane.game.num_envs
         self.env_steps += E
         self.counts["env_steps"] += E

@@ -51,6 +51,8 @@ class PolicySpec:
     are its extra keyword arguments). ``obs_shape`` is the layout of one flat
     observation (``obs.reshape(B, *obs_shape)`` is exact), ``(obs_size,)`` for a
     flat game; ``channels_last`` says a 3-D shape is (H, W, C) rather than (C, H, W).
+    ``search_value`` (mlp and conv) adds a second value head, trained on the learner's games
+    against itself only: the value that play-time search (``policies.search``) reads.
     """
 
     obs_size: int
@@ -63,6 +65,7 @@ class PolicySpec:
     channels: int = 32
     blocks: int = 2
     args: dict[str, Any] = field(default_factory=dict)
+    search_value: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
@@ -82,6 +85,8 @@ class PolicySpec:
         if int(self.channels) < 1 or int(self.blocks) < 0:
             raise PolicyNetError("policy.channels", f"conv needs channels >= 1 and blocks >= 0, got "
                                                     f"{self.channels}, {self.blocks}")
+        if self.search_value and self.net not in SHIPPED_NETS:
+            raise PolicyNetError("policy.search_value", f"a second value head needs net mlp or conv, not {self.net!r}")
 
     def __hash__(self) -> int:  # args is a dict: hash the plain-data form, once (Serve hashes per batch)
         cached = self.__dict__.get("_hash")
@@ -117,6 +122,7 @@ class PolicySpec:
             channels=int(d.get("channels", 32)),
             blocks=int(d.get("blocks", 2)),
             args=dict(d.get("args") or {}),
+            search_value=bool(d.get("search_value", False)),
         )
 
 
@@ -146,7 +152,8 @@ class PolicyNet(nn.Module):
     A subclass sets ``self.spec`` and implements ``forward(obs (B, obs_size) float32,
     mask (B, A) bool) -> (logits (B, A) with ILLEGAL_LOGIT on illegal actions,
     values (B,))``; this class derives ``distribution``, ``evaluate_actions``,
-    ``probs``, ``act`` and ``reset_parameters`` from it.
+    ``probs``, ``act`` and ``reset_parameters`` from it. A net with a second value head
+    (``spec.search_value``) also implements ``heads``.
     """
 
     spec: PolicySpec
@@ -163,14 +170,29 @@ class PolicyNet(nn.Module):
         logits, _ = self(_as_tensor(obs, torch.float32), _as_tensor(mask, torch.bool))
         return torch.distributions.Categorical(logits=logits, validate_args=False)
 
-    def evaluate_actions(self, obs: torch.Tensor, mask: torch.Tensor, actions: torch.Tensor, all_logp: bool = False):
-        """log pi(a|s), entropy, value for a batch (the PPO loss inputs); with
-        ``all_logp`` also log pi(.|s) over every action (the magnet KL's input)."""
+    def heads(self, obs: torch.Tensor, mask: torch.Tensor):
+        """Masked logits (B, A), values (B,) and the search value head's values (B,), or None
+        without one: one pass of the body."""
         logits, value = self(obs, mask)
+        return logits, value, None
+
+    def search_values(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Masked logits and the value search should read: the second value head's where the net
+        has one (``spec.search_value``), else the value head's."""
+        logits, value, search = self.heads(obs, mask)
+        return logits, value if search is None else search
+
+    def evaluate_actions(self, obs: torch.Tensor, mask: torch.Tensor, actions: torch.Tensor, all_logp: bool = False,
+                         search_value: bool = False):
+        """log pi(a|s), entropy, value for a batch (the PPO loss inputs); with
+        ``all_logp`` also log pi(.|s) over every action (the magnet KL's input); with
+        ``search_value`` also the second value head's values (last)."""
+        logits, value, search = self.heads(obs, mask) if search_value else (*self(obs, mask), None)
         logp_all = torch.log_softmax(logits, dim=-1)
         logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         entropy = -(logp_all.exp() * logp_all).sum(-1)
-        return (logp, entropy, value, logp_all) if all_logp else (logp, entropy, value)
+        out = (logp, entropy, value, logp_all) if all_logp else (logp, entropy, value)
+        return (*out, search) if search_value else out
 
     # ----------------------------------------------------------------- numpy
     @torch.inference_mode()
@@ -216,6 +238,8 @@ class ActorCritic(PolicyNet):
         self.trunk = nn.Sequential(*layers)
         self.policy_head = nn.Linear(width, spec.num_actions)
         self.value_head = nn.Linear(width, 1)
+        if spec.search_value:
+            self.search_value_head = nn.Linear(width, 1)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -225,12 +249,21 @@ class ActorCritic(PolicyNet):
                 layer_init(m)
         layer_init(self.policy_head, std=0.01)
         layer_init(self.value_head, std=1.0)
+        if self.spec.search_value:
+            layer_init(self.search_value_head, std=1.0)
 
     def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Masked logits (B, A) and values (B,)."""
         z = self.trunk(obs)
         logits = self.policy_head(z).masked_fill(~mask, ILLEGAL_LOGIT)
         return logits, self.value_head(z).squeeze(-1)
+
+    def heads(self, obs: torch.Tensor, mask: torch.Tensor):
+        if not self.spec.search_value:
+            return super().heads(obs, mask)
+        z = self.trunk(obs)
+        logits = self.policy_head(z).masked_fill(~mask, ILLEGAL_LOGIT)
+        return logits, self.value_head(z).squeeze(-1), self.search_value_head(z).squeeze(-1)
 
 
 class _ResidualBlock(nn.Module):
@@ -279,6 +312,8 @@ class ConvActorCritic(PolicyNet):
         self.value_conv = nn.Conv2d(ch, 1, 1)
         self.value_hidden = nn.Linear(h * w, ch)
         self.value_head = nn.Linear(ch, 1)
+        if spec.search_value:  # beside the value head, on its hidden layer
+            self.search_value_head = nn.Linear(ch, 1)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -288,6 +323,8 @@ class ConvActorCritic(PolicyNet):
         layer_init(self.value_hidden)
         layer_init(self.policy_head, std=0.01)
         layer_init(self.value_head, std=1.0)
+        if self.spec.search_value:
+            layer_init(self.search_value_head, std=1.0)
 
     def planes_of(self, obs: torch.Tensor) -> torch.Tensor:
         """Flat (B, obs_size) observations as (B, C, H, W) planes."""
@@ -296,12 +333,22 @@ class ConvActorCritic(PolicyNet):
             return x.unsqueeze(1)
         return x.permute(0, 3, 1, 2) if self.spec.channels_last else x
 
-    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _body(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Masked logits and the value heads' hidden layer."""
         z = self.tower(torch.relu(self.stem(self.planes_of(obs))))
         p = torch.relu(self.policy_conv(z)).flatten(1)
         logits = self.policy_head(p).masked_fill(~mask, ILLEGAL_LOGIT)
-        v = torch.relu(self.value_hidden(torch.relu(self.value_conv(z)).flatten(1)))
+        return logits, torch.relu(self.value_hidden(torch.relu(self.value_conv(z)).flatten(1)))
+
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits, v = self._body(obs, mask)
         return logits, self.value_head(v).squeeze(-1)
+
+    def heads(self, obs: torch.Tensor, mask: torch.Tensor):
+        if not self.spec.search_value:
+            return super().heads(obs, mask)
+        logits, v = self._body(obs, mask)
+        return logits, self.value_head(v).squeeze(-1), self.search_value_head(v).squeeze(-1)
 
 
 class FactoryNet(PolicyNet):
@@ -387,7 +434,7 @@ def policy_spec(policy_cfg, obs_size: int, num_actions: int, obs_shape=(), chann
     return PolicySpec(obs_size=obs_size, num_actions=num_actions, hidden=tuple(policy_cfg.hidden),
                       activation=policy_cfg.activation, net=policy_cfg.net, obs_shape=tuple(obs_shape or ()),
                       channels_last=bool(channels_last), channels=policy_cfg.channels, blocks=policy_cfg.blocks,
-                      args=dict(policy_cfg.args))
+                      args=dict(policy_cfg.args), search_value=bool(policy_cfg.search_value))
 
 
 def sample_rows(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -17,6 +17,11 @@ over the batch's states, and the magnet follows the policy by a parameter-space
 moving average (``magnet_rate`` per update, :func:`pull_magnet`). In self-play
 this makes the last iterate converge (to a regularised equilibrium whose magnet
 moves towards the Nash) where plain policy gradient cycles.
+
+A net with a second value head (``spec.search_value``) trains it too: on the rollout's
+decisions against the learner itself (``Rollout.self_play``) only, towards their Monte Carlo
+return, with the value loss's weight. Play-time search reads that head: the value of a position
+when both sides play this policy, where the value head learns it against the whole opponent mix.
 """
 
 from __future__ import annotations
@@ -62,6 +67,16 @@ def compute_gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, gamm
     return adv, adv + values.astype(np.float32)
 
 
+def reward_to_go(rewards: np.ndarray, dones: np.ndarray, gamma: float) -> np.ndarray:
+    """Each decision's discounted return to the end of its episode (Monte Carlo)."""
+    out = np.zeros(len(rewards), dtype=np.float32)
+    last = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        last = rewards[t] + (0.0 if dones[t] else gamma * last)
+        out[t] = last
+    return out
+
+
 def pull_magnet(magnet: nn.Module, model: nn.Module, rate: float) -> None:
     """Move the magnet's parameters a fraction ``rate`` towards the policy's."""
     with torch.no_grad():
@@ -76,7 +91,8 @@ def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: P
     ``magnet`` and ``cfg.magnet_coef > 0`` the loss adds the magnet KL term
     (module docstring). Returns mean statistics: policy_loss, value_loss,
     entropy, approx_kl, clipfrac, explained_variance, grad_norm, magnet_kl,
-    num_transitions, num_minibatches."""
+    num_transitions, num_minibatches, and with a second value head search_value_loss (nan when the
+    rollout has no self-play decisions)."""
     n = len(rollout)
     if n == 0:
         raise ValueError("ppo_update: empty rollout")
@@ -91,8 +107,12 @@ def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: P
                                                    rollout.values, advantages, returns))
 
     use_magnet = magnet is not None and cfg.magnet_coef > 0
+    search_head = bool(getattr(getattr(model, "spec", None), "search_value", False)) and rollout.self_play.any()
+    if search_head:
+        self_play = torch.from_numpy(rollout.self_play).to(device)
+        mc_t = torch.from_numpy(reward_to_go(rollout.rewards, rollout.dones, cfg.gamma)).to(device)
     stats = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clipfrac": [], "grad_norm": [],
-             "magnet_kl": []}
+             "magnet_kl": [], "search_value_loss": []}
     mb = min(cfg.minibatch_size, n)
     model.train()
     stop = False
@@ -100,8 +120,8 @@ def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: P
         perm = torch.randperm(n, generator=generator).to(device)
         for start in range(0, n, mb):
             idx = perm[start:start + mb]
-            new_logp, entropy, new_value, logp_all = model.evaluate_actions(obs[idx], mask[idx], actions[idx],
-                                                                            all_logp=True)
+            new_logp, entropy, new_value, logp_all, *search = model.evaluate_actions(
+                obs[idx], mask[idx], actions[idx], all_logp=True, search_value=search_head)
             log_ratio = new_logp - old_logp[idx]
             ratio = log_ratio.exp()
             with torch.no_grad():
@@ -123,6 +143,12 @@ def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: P
 
             ent = entropy.mean()
             loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss  # PPO eq. 9
+            if search_head:
+                rows = self_play[idx]
+                if rows.any():
+                    sv_loss = 0.5 * ((search[0][rows] - mc_t[idx][rows]) ** 2).mean()
+                    loss = loss + cfg.vf_coef * sv_loss
+                    stats["search_value_loss"].append(sv_loss.item())
             if use_magnet:
                 with torch.no_grad():
                     magnet_logits, _ = magnet(obs[idx], mask[idx])
@@ -152,6 +178,8 @@ def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: P
 
     var_ret = float(np.var(returns))
     explained_var = float("nan") if var_ret == 0 else 1.0 - float(np.var(returns - rollout.values)) / var_ret
-    out = {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
+    out = {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items() if k != "search_value_loss"}
+    if getattr(getattr(model, "spec", None), "search_value", False):
+        out["search_value_loss"] = float(np.mean(stats["search_value_loss"])) if stats["search_value_loss"] else float("nan")
     out.update(explained_variance=explained_var, num_transitions=n, num_minibatches=len(stats["policy_loss"]))
     return out

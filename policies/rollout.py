@@ -38,13 +38,15 @@ _DTYPES = {
     "values": np.float32,
     "rewards": np.float32,
     "dones": np.bool_,
+    "self_play": np.bool_,
 }
 
 
 @dataclass
 class Rollout:
     """obs (N,D) float32, mask (N,A) bool, actions (N,) int64, logp (N,) float32,
-    values (N,) float32, rewards (N,) float32, dones (N,) bool."""
+    values (N,) float32, rewards (N,) float32, dones (N,) bool; self_play (N,) bool: the
+    decision's opponent was the learner itself, live (all False when not given)."""
 
     obs: np.ndarray
     mask: np.ndarray
@@ -53,8 +55,11 @@ class Rollout:
     values: np.ndarray
     rewards: np.ndarray
     dones: np.ndarray
+    self_play: np.ndarray | None = None
 
     def __post_init__(self):
+        if self.self_play is None:
+            self.self_play = np.zeros(len(self.actions), dtype=bool)
         for f in fields(self):
             setattr(self, f.name, np.asarray(getattr(self, f.name), dtype=_DTYPES[f.name]))
         n = len(self.actions)
@@ -246,16 +251,18 @@ class EpisodeRecorder:
         N = self.team_size
         return episodes if N == 1 else (episodes[:, None] * N + np.arange(N)).reshape(-1)
 
-    def add(self, episode, obs, mask, actions, logp, values, agents=None, rewards=None) -> None:
+    def add(self, episode, obs, mask, actions, logp, values, agents=None, rewards=None, self_play=None) -> None:
         """Decisions of running episodes (``agents``: each one's index in its team; ``rewards``:
-        each one's per-step reward, None for none)."""
+        each one's per-step reward, None for none; ``self_play``: each one's episode is against the
+        learner itself, None for none)."""
         if len(episode):
             key = np.asarray(episode, dtype=np.int64)
             if self.team_size > 1:
                 key = key * self.team_size + np.asarray(agents, dtype=np.int64)
             self.chunks.append((key, obs, mask, actions, logp, values,
                                 np.zeros(len(key), np.float32) if rewards is None else
-                                np.asarray(rewards, dtype=np.float32)))
+                                np.asarray(rewards, dtype=np.float32),
+                                np.zeros(len(key), bool) if self_play is None else np.asarray(self_play, dtype=bool)))
 
     def drop(self, episodes) -> None:
         """Forget the decisions of running ``episodes`` (they will never finish)."""
@@ -274,7 +281,7 @@ class EpisodeRecorder:
     def take(self) -> Rollout | None:
         if not self.chunks or not self.returns:
             return None
-        ep, obs, mask, act, logp, val, rew = (np.concatenate(c) for c in zip(*self.chunks))
+        ep, obs, mask, act, logp, val, rew, selfp = (np.concatenate(c) for c in zip(*self.chunks))
         done_eps = np.fromiter(self.returns, dtype=np.int64, count=len(self.returns))
         order = np.argsort(done_eps, kind="stable")
         pos = np.searchsorted(done_eps[order], ep)
@@ -282,7 +289,8 @@ class EpisodeRecorder:
         finished = done_eps[order][pos] == ep
         rank = np.where(finished, order[pos], -1)  # finishing order of each decision's episode
         keep = ~finished
-        self.chunks = [(ep[keep], obs[keep], mask[keep], act[keep], logp[keep], val[keep], rew[keep])] if keep.any() else []
+        self.chunks = [(ep[keep], obs[keep], mask[keep], act[keep], logp[keep], val[keep], rew[keep],
+                        selfp[keep])] if keep.any() else []
         idx = np.flatnonzero(finished)
         idx = idx[np.argsort(rank[idx], kind="stable")]
         eps = ep[idx]
@@ -295,7 +303,7 @@ class EpisodeRecorder:
         if not len(idx):
             return None
         return Rollout(obs=obs[idx], mask=mask[idx], actions=act[idx], logp=logp[idx], values=val[idx],
-                       rewards=rewards, dones=last)
+                       rewards=rewards, dones=last, self_play=selfp[idx])
 
 
 class EpisodeMixture:

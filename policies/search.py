@@ -6,7 +6,8 @@ deterministic, perfect-information OpenSpiel game. Each simulation descends the 
     Q(s, a) + c_puct * P(s, a) * sqrt(N(s)) / (1 + N(s, a))
 
 to a leaf, expands it with the network's action probabilities as the prior ``P`` and scores it
-with the network's value head (the return the player to move expects), optionally mixed with one
+with the network's value head (the return the player to move expects; a net with a second value
+head, ``policy.search_value``, gives that one: it is trained on self-play), optionally mixed with one
 random rollout (``rollout_weight``: AlphaGo's lambda, Silver et al. 2016), then backs the value up
 the path, each node's statistics from the point of view of the player who chose the edge.
 Terminal values are exact and are proven upwards as in MCTS-Solver (Winands, Bjornsson and Saito
@@ -102,7 +103,7 @@ class PUCT:
             for i, n in enumerate(nodes):
                 mask[i, n.actions] = True
             with torch.inference_mode():
-                logits, value = self.model(torch.from_numpy(obs), torch.from_numpy(mask))
+                logits, value = self.model.search_values(torch.from_numpy(obs), torch.from_numpy(mask))
             logits = logits.double().numpy() / self.spec.prior_temperature
             value = np.clip(value.double().numpy(), self.lo, self.hi)
         for i, n in enumerate(nodes):

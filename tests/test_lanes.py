@@ -124,7 +124,7 @@ class Harness:
     frozen opponents in process, the learner's newest policy as its live self."""
 
     def __init__(self, k: int, keep_groups: bool, envs: int = 24, lanes: int = 2, game: str = "kuhn_poker",
-                 **kwargs):
+                 self_id: str | None = None, **kwargs):
         torch.manual_seed(0)
         one = make_game(game, 1, **kwargs)
         spec = PolicySpec(one.obs_size, one.num_actions, (16,))
@@ -135,7 +135,7 @@ class Harness:
         self.live_asked: list[str] = []
         self.lanes = Lanes(games, k, MatchQueue(sampler(3).draw, batch=32), self.opponents, self.live_policy,
                            np.random.default_rng(4), lambda n: make_game(game, envs // lanes, seed=100 + n, **kwargs),
-                           keep_groups=keep_groups)
+                           keep_groups=keep_groups, self_id=self_id)
         self.lanes.set_learner(1, self.policies[1])
         self.lanes.start(first_group_id=1000)
 

@@ -65,6 +65,7 @@ def run_league(storage: Path, args: list[str], ready, timeout: float = 300):
 
 ANCHORS = ["uniform", "mcts:10"]
 ANCHOR_GAMES = 20
+SEARCH_GAMES = 6  # search.anchor_games: the searched subject's games per anchor and round
 
 
 def anchors_on_status() -> dict | None:
@@ -110,6 +111,7 @@ def test_a_conv_league_on_connect_four_trains_snapshots_serves_answers_nash_act_
                            "policy.blocks=1", "rollout.opponent_inference=serve",
                            "roles.main_agent.snapshot_every_steps=2000", f"anchors=[{', '.join(ANCHORS)}]",
                            'anchor_elo={"mcts:10": 1400}', "evaluator.anchor_every_seconds=2", "search.simulations=8",
+                           f"search.anchor_games={SEARCH_GAMES}",
                            f"evaluator.anchor_games={ANCHOR_GAMES}", *SMALL], ready)
     from actors.launch import quality_text
 
@@ -164,7 +166,8 @@ def assert_anchor_scores_are_stored_measurements(shown: dict, storage: Path) -> 
             rated = []
             for anchor in ANCHORS:
                 m = shown[subject][anchor]
-                assert 0.0 <= m["value"] <= 1.0 and m["games"] == ANCHOR_GAMES
+                assert 0.0 <= m["value"] <= 1.0
+                assert m["games"] == (SEARCH_GAMES if subject == "published_search" else ANCHOR_GAMES)
                 assert m["anchor"] == anchor and m["subject"] == subject
                 assert m["ci95"][0] <= m["value"] <= m["ci95"][1]
                 assert m in store.measurements(score_kind(subject, anchor))
