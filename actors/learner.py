@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -186,8 +187,9 @@ class LearnerImpl:
         if self.magnet is not None:
             pull_magnet(self.magnet, self.model, self.ppo.magnet_rate)
         self.metrics.inc("updates", role=self.role, learner=self.learner_id)
-        for kind in ("policy", "value"):
-            self.metrics.set("loss", self.last_stats[f"{kind}_loss"], learner=self.learner_id, kind=kind)
+        for kind in ("policy", "value", "search_value"):  # search_value: policy.search_value's head
+            if math.isfinite(self.last_stats.get(f"{kind}_loss", math.nan)):
+                self.metrics.set("loss", self.last_stats[f"{kind}_loss"], learner=self.learner_id, kind=kind)
         self.metrics.set("loss", self.last_stats["entropy"], learner=self.learner_id, kind="entropy")
         self.version += 1
         self.updates += 1

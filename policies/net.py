@@ -178,9 +178,21 @@ class PolicyNet(nn.Module):
 
     def search_values(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Masked logits and the value search should read: the second value head's where the net
-        has one (``spec.search_value``), else the value head's."""
+        has one (``spec.search_value``) and it has been trained (an exploiter, which never plays
+        itself, never trains it), else the value head's."""
         logits, value, search = self.heads(obs, mask)
-        return logits, value if search is None else search
+        return logits, value if search is None or not bool(self.search_value_trained) else search
+
+    def _add_search_value_head(self, width: int) -> None:
+        """The second value head (``spec.search_value``) and whether any update has trained it
+        (a buffer: snapshots carry it)."""
+        self.search_value_head = nn.Linear(width, 1)
+        self.register_buffer("search_value_trained", torch.zeros((), dtype=torch.bool))
+
+    def _reset_search_value_head(self) -> None:
+        if self.spec.search_value:
+            layer_init(self.search_value_head, std=1.0)
+            self.search_value_trained.fill_(False)
 
     def evaluate_actions(self, obs: torch.Tensor, mask: torch.Tensor, actions: torch.Tensor, all_logp: bool = False,
                          search_value: bool = False):
@@ -239,7 +251,7 @@ class ActorCritic(PolicyNet):
         self.policy_head = nn.Linear(width, spec.num_actions)
         self.value_head = nn.Linear(width, 1)
         if spec.search_value:
-            self.search_value_head = nn.Linear(width, 1)
+            self._add_search_value_head(width)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -249,8 +261,7 @@ class ActorCritic(PolicyNet):
                 layer_init(m)
         layer_init(self.policy_head, std=0.01)
         layer_init(self.value_head, std=1.0)
-        if self.spec.search_value:
-            layer_init(self.search_value_head, std=1.0)
+        self._reset_search_value_head()
 
     def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Masked logits (B, A) and values (B,)."""
@@ -313,7 +324,7 @@ class ConvActorCritic(PolicyNet):
         self.value_hidden = nn.Linear(h * w, ch)
         self.value_head = nn.Linear(ch, 1)
         if spec.search_value:  # beside the value head, on its hidden layer
-            self.search_value_head = nn.Linear(ch, 1)
+            self._add_search_value_head(ch)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -323,8 +334,7 @@ class ConvActorCritic(PolicyNet):
         layer_init(self.value_hidden)
         layer_init(self.policy_head, std=0.01)
         layer_init(self.value_head, std=1.0)
-        if self.spec.search_value:
-            layer_init(self.search_value_head, std=1.0)
+        self._reset_search_value_head()
 
     def planes_of(self, obs: torch.Tensor) -> torch.Tensor:
         """Flat (B, obs_size) observations as (B, C, H, W) planes."""

@@ -149,6 +149,7 @@ def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: P
                     sv_loss = 0.5 * ((search[0][rows] - mc_t[idx][rows]) ** 2).mean()
                     loss = loss + cfg.vf_coef * sv_loss
                     stats["search_value_loss"].append(sv_loss.item())
+                    model.search_value_trained.fill_(True)
             if use_magnet:
                 with torch.no_grad():
                     magnet_logits, _ = magnet(obs[idx], mask[idx])

@@ -243,8 +243,8 @@ def test_a_pool_larger_than_the_snapshot_caches_is_warned_about_where_a_process_
 
     c4 = warning("configs/connect_four.yaml", "league.pool_max_size=1000")
     cfg, info = load_checked("configs/connect_four.yaml", ())
-    # trunk, policy head, value head and the search value head (policy.search_value)
-    assert network_bytes(cfg, info) == 4 * (126 * 256 + 256 + 256 * 256 + 256 + 256 * 7 + 7 + 2 * (256 + 1))
+    # trunk, policy head, value head and the search value head (policy.search_value) and its flag
+    assert network_bytes(cfg, info) == 4 * (126 * 256 + 256 + 256 * 256 + 256 + 256 * 7 + 7 + 2 * (256 + 1)) + 1
     assert c4 is not None and "snapshots.cache_mb=64 holds 166" in c4 and "league.pool_max_size is 1000" in c4
     assert "raise snapshots.cache_mb to 384 or lower league.pool_max_size to 166" in c4
     assert warning("configs/connect_four.yaml") is None

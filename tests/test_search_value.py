@@ -30,12 +30,13 @@ def spec_for(net: str, search_value: bool = True, **kw) -> PolicySpec:
                       search_value=search_value, **kw)
 
 
-def constant_heads(model, value: float, search: float) -> None:
+def constant_heads(model, value: float, search: float, trained: bool = True) -> None:
     """The value head says ``value`` and the search value head ``search`` everywhere."""
     with torch.no_grad():
         for head, v in ((model.value_head, value), (model.search_value_head, search)):
             head.weight.zero_()
             head.bias.fill_(v)
+    model.search_value_trained.fill_(trained)
 
 
 @pytest.mark.parametrize("net, kw", NETS)
@@ -48,6 +49,11 @@ def test_the_second_head_is_what_search_values_give_and_the_first_is_what_the_ne
     logits2, search = model.search_values(obs, mask)
     torch.testing.assert_close(logits, logits2)
     assert torch.allclose(value, torch.tensor(0.25)) and torch.allclose(search, torch.tensor(-0.5))
+    constant_heads(model, 0.25, -0.5, trained=False)  # never trained (an exploiter's): the value head's
+    torch.testing.assert_close(model.search_values(obs, mask)[1], value)
+    constant_heads(model, 0.25, -0.5)
+    model.reset_parameters()  # an exploiter's reset: untrained again
+    assert not bool(model.search_value_trained)
     plain = build_policy(spec_for(net, search_value=False, **kw))
     assert not hasattr(plain, "search_value_head")
     torch.testing.assert_close(plain.search_values(obs, mask)[1], plain(obs, mask)[1])  # no second head: the first
@@ -65,6 +71,11 @@ def test_a_snapshot_keeps_the_second_head_and_an_older_spec_has_none(net, kw):
     old = model.spec.to_dict()
     del old["search_value"]  # a spec written before the second head existed
     assert PolicySpec.from_dict(old).search_value is False
+    payload = torch.load(io.BytesIO(blob), weights_only=True)
+    del payload["state_dict"]["search_value_trained"]  # a blob written before the flag: its head was trained
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    assert bool(policy_from_bytes(buf.getvalue()).search_value_trained)
 
 
 def test_only_the_shipped_nets_take_a_second_head_and_the_config_says_which_key():
@@ -91,6 +102,7 @@ def test_ppo_trains_the_second_head_on_self_play_decisions_only():
     value), the value head the mix's mean, 0.5."""
     torch.manual_seed(0)
     model = build_policy(PolicySpec(4, 2, (16,), search_value=True))
+    assert not bool(model.search_value_trained)
     n = 512
     self_play = np.arange(n) % 4 == 0
     obs = np.tile(np.array([1.0, 0.0, 0.5, -0.5], dtype=np.float32), (n, 1))
@@ -109,7 +121,7 @@ def test_ppo_trains_the_second_head_on_self_play_decisions_only():
         _, value = model(torch.as_tensor(obs[:1]), torch.as_tensor(rollout.mask[:1]))
         _, search = model.search_values(torch.as_tensor(obs[:1]), torch.as_tensor(rollout.mask[:1]))
     assert abs(float(search) + 1.0) < 0.05 and abs(float(value) - 0.5) < 0.05
-    assert stats["search_value_loss"] < 1e-2
+    assert stats["search_value_loss"] < 1e-2 and bool(model.search_value_trained)
     rollout.self_play = np.zeros(n, bool)  # no self-play decisions: nothing for the second head
     assert np.isnan(ppo_update(model, opt, rollout, cfg)["search_value_loss"])
 
