@@ -233,7 +233,7 @@ def test_the_progress_line_shows_probe_and_nash_conv_beside_meta_exploitability(
 def test_a_pool_larger_than_the_snapshot_caches_is_warned_about_where_a_process_plays_it_all():
     """Connect Four's [256, 256] MLP has (126*256+256 + 256*256+256 + 256*7+7 + 256+1) float32
     weights, 401,440 bytes: 64 MB of cache holds 167 of them, so the shipped pool of 150 fits and a
-    pool of 1000 is warned about, naming both keys (1000 of them need 384 MB). Kuhn's 1000 fit in
+    pool of 1000 is warned about, naming both keys (1000 of them need 383 MB). Kuhn's 1000 fit in
     the cache; Leduc's self-play with an exact evaluator plays no pool."""
     from actors.launch import load_checked
     from league.config import cache_warning, network_bytes
@@ -243,10 +243,12 @@ def test_a_pool_larger_than_the_snapshot_caches_is_warned_about_where_a_process_
 
     c4 = warning("configs/connect_four.yaml", "league.pool_max_size=1000")
     cfg, info = load_checked("configs/connect_four.yaml", ())
-    # trunk, policy head, value head and the search value head (policy.search_value) and its flag
-    assert network_bytes(cfg, info) == 4 * (126 * 256 + 256 + 256 * 256 + 256 + 256 * 7 + 7 + 2 * (256 + 1)) + 1
-    assert c4 is not None and "snapshots.cache_mb=64 holds 166" in c4 and "league.pool_max_size is 1000" in c4
-    assert "raise snapshots.cache_mb to 384 or lower league.pool_max_size to 166" in c4
+    assert network_bytes(cfg, info) == 4 * (126 * 256 + 256 + 256 * 256 + 256 + 256 * 7 + 7 + 256 + 1)
+    assert c4 is not None and "snapshots.cache_mb=64 holds 167" in c4 and "league.pool_max_size is 1000" in c4
+    assert "raise snapshots.cache_mb to 383 or lower league.pool_max_size to 167" in c4
+    # with the search value head (policy.search_value): its 257 weights and its one-byte flag
+    with_head, info = load_checked("configs/connect_four.yaml", ("policy.search_value=true",))
+    assert network_bytes(with_head, info) == network_bytes(cfg, info) + 4 * (256 + 1) + 1
     assert warning("configs/connect_four.yaml") is None
     assert warning("configs/connect_four.yaml", "league.pool_max_size=1000", "snapshots.cache_mb=400") is None
     assert warning("configs/kuhn_poker.yaml") is None and warning("configs/leduc_poker.yaml") is None
