@@ -99,11 +99,11 @@ class AnchorJudgeImpl:
         for subject, ids, models, weights, pool_version, search in self._subjects():
             scored = out.setdefault(subject, {})
             rated = []
+            n = search.games_per_anchor(games) if search is not None else games
             for j, anchor in enumerate(cfg.anchors):
                 if self._stop.is_set():  # a stop waits for one anchor's games at most
                     return out
                 start = time.perf_counter()
-                n = search.anchor_games or games if search is not None else games
                 res = score_against(cfg.game.name, cfg.game.kwargs, models, weights, anchor, n,
                                     seed=self.seed + 1000 * self.judged + j, search=search)
                 data = {"anchor": anchor, "subject": subject, "agents": ids, "ci95": res["ci95"],

@@ -185,7 +185,7 @@ def main(argv=None) -> int:
             searched, searched_cpu = None, 0.0
             if args.search_spec is not None:
                 t1 = time.perf_counter()
-                games = args.search_spec.anchor_games or args.games  # as the judge: search.anchor_games
+                games = args.search_spec.games_per_anchor(args.games)  # as the judge
                 searched = {**dataclasses.asdict(args.search_spec),
                             "anchors": score_mixture(game, params, models, weights, args.anchors, games,
                                                      args.seed, args.search_spec)}

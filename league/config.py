@@ -440,6 +440,10 @@ class SearchConfig:
         _positive("search.batch", self.batch)
         _nonneg("search.anchor_games", self.anchor_games)
 
+    def games_per_anchor(self, default: int) -> int:
+        """The searched subject's games per anchor and round: ``anchor_games``, else ``default``."""
+        return self.anchor_games or default
+
 
 @dataclass
 class SnapshotsConfig:

@@ -107,11 +107,11 @@ class MatchQueue:
         if table is None:
             if len(self._tables) >= 64:  # plans change; keep the lists of the recent ones
                 self._tables.clear()
-            table = self._tables[matches.opponents] = np.array([self._code(o) for o in matches.opponents],
+            table = self._tables[matches.opponents] = np.array([self.code(o) for o in matches.opponents],
                                                                 dtype=np.int64)
         return table[matches.opponent]
 
-    def _code(self, agent_id: str) -> int:
+    def code(self, agent_id: str) -> int:
         code = self._codes.get(agent_id)
         if code is None:
             code = self._codes[agent_id] = len(self.names)
@@ -301,7 +301,7 @@ class Lanes:
                  rng: np.random.Generator, rebuild: Callable[[int], VectorGame], keep_groups: bool,
                  name: str = "lanes", self_id: str | None = None):
         self.lanes = [Lane(g, rng) for g in games]
-        self.self_code = -1 if self_id is None else matches._code(self_id)
+        self.self_code = -1 if self_id is None else matches.code(self_id)
         self.keep_groups = keep_groups
         self.k, self.matches, self.opponents, self.live_policy = k, matches, opponents, live_policy
         self.rng, self.rebuild, self.name = rng, rebuild, name

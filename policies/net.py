@@ -172,9 +172,11 @@ class PolicyNet(nn.Module):
 
     def heads(self, obs: torch.Tensor, mask: torch.Tensor):
         """Masked logits (B, A), values (B,) and the search value head's values (B,), or None
-        without one: one pass of the body."""
-        logits, value = self(obs, mask)
-        return logits, value, None
+        without one: one pass of the body (``_body``: the logits and the value heads' input)."""
+        if not getattr(self.spec, "search_value", False):
+            return (*self(obs, mask), None)
+        logits, z = self._body(obs, mask)
+        return logits, self.value_head(z).squeeze(-1), self.search_value_head(z).squeeze(-1)
 
     def search_values(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Masked logits and the value search should read: the second value head's where the net
@@ -263,18 +265,15 @@ class ActorCritic(PolicyNet):
         layer_init(self.value_head, std=1.0)
         self._reset_search_value_head()
 
+    def _body(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Masked logits and the trunk's output (the value heads' input)."""
+        z = self.trunk(obs)
+        return self.policy_head(z).masked_fill(~mask, ILLEGAL_LOGIT), z
+
     def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Masked logits (B, A) and values (B,)."""
-        z = self.trunk(obs)
-        logits = self.policy_head(z).masked_fill(~mask, ILLEGAL_LOGIT)
+        logits, z = self._body(obs, mask)
         return logits, self.value_head(z).squeeze(-1)
-
-    def heads(self, obs: torch.Tensor, mask: torch.Tensor):
-        if not self.spec.search_value:
-            return super().heads(obs, mask)
-        z = self.trunk(obs)
-        logits = self.policy_head(z).masked_fill(~mask, ILLEGAL_LOGIT)
-        return logits, self.value_head(z).squeeze(-1), self.search_value_head(z).squeeze(-1)
 
 
 class _ResidualBlock(nn.Module):
@@ -353,12 +352,6 @@ class ConvActorCritic(PolicyNet):
     def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logits, v = self._body(obs, mask)
         return logits, self.value_head(v).squeeze(-1)
-
-    def heads(self, obs: torch.Tensor, mask: torch.Tensor):
-        if not self.spec.search_value:
-            return super().heads(obs, mask)
-        logits, v = self._body(obs, mask)
-        return logits, self.value_head(v).squeeze(-1), self.search_value_head(v).squeeze(-1)
 
 
 class FactoryNet(PolicyNet):

@@ -67,16 +67,6 @@ def compute_gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, gamm
     return adv, adv + values.astype(np.float32)
 
 
-def reward_to_go(rewards: np.ndarray, dones: np.ndarray, gamma: float) -> np.ndarray:
-    """Each decision's discounted return to the end of its episode (Monte Carlo)."""
-    out = np.zeros(len(rewards), dtype=np.float32)
-    last = 0.0
-    for t in range(len(rewards) - 1, -1, -1):
-        last = rewards[t] + (0.0 if dones[t] else gamma * last)
-        out[t] = last
-    return out
-
-
 def pull_magnet(magnet: nn.Module, model: nn.Module, rate: float) -> None:
     """Move the magnet's parameters a fraction ``rate`` towards the policy's."""
     with torch.no_grad():
@@ -107,10 +97,12 @@ def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: P
                                                    rollout.values, advantages, returns))
 
     use_magnet = magnet is not None and cfg.magnet_coef > 0
-    search_head = bool(getattr(getattr(model, "spec", None), "search_value", False)) and rollout.self_play.any()
-    if search_head:
+    has_search_head = bool(getattr(getattr(model, "spec", None), "search_value", False))
+    search_head = has_search_head and bool(rollout.self_play.any())
+    if search_head:  # the Monte Carlo return: GAE with lambda 1 against a zero baseline
         self_play = torch.from_numpy(rollout.self_play).to(device)
-        mc_t = torch.from_numpy(reward_to_go(rollout.rewards, rollout.dones, cfg.gamma)).to(device)
+        mc, _ = compute_gae(rollout.rewards, np.zeros_like(rollout.values), rollout.dones, cfg.gamma, 1.0)
+        mc_t = torch.from_numpy(mc).to(device)
     stats = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clipfrac": [], "grad_norm": [],
              "magnet_kl": [], "search_value_loss": []}
     mb = min(cfg.minibatch_size, n)
@@ -149,7 +141,6 @@ def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: P
                     sv_loss = 0.5 * ((search[0][rows] - mc_t[idx][rows]) ** 2).mean()
                     loss = loss + cfg.vf_coef * sv_loss
                     stats["search_value_loss"].append(sv_loss.item())
-                    model.search_value_trained.fill_(True)
             if use_magnet:
                 with torch.no_grad():
                     magnet_logits, _ = magnet(obs[idx], mask[idx])
@@ -179,8 +170,11 @@ def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: P
 
     var_ret = float(np.var(returns))
     explained_var = float("nan") if var_ret == 0 else 1.0 - float(np.var(returns - rollout.values)) / var_ret
-    out = {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items() if k != "search_value_loss"}
-    if getattr(getattr(model, "spec", None), "search_value", False):
-        out["search_value_loss"] = float(np.mean(stats["search_value_loss"])) if stats["search_value_loss"] else float("nan")
+    search_losses = stats.pop("search_value_loss")
+    if search_losses:
+        model.search_value_trained.fill_(True)
+    out = {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
+    if has_search_head:
+        out["search_value_loss"] = float(np.mean(search_losses)) if search_losses else float("nan")
     out.update(explained_variance=explained_var, num_transitions=n, num_minibatches=len(stats["policy_loss"]))
     return out

@@ -63,10 +63,7 @@ def _model_from(payload: dict, what: str) -> PolicyNet:
     try:
         spec = PolicySpec.from_dict(payload["spec"])
         model = build_policy(spec)
-        state = payload["state_dict"]
-        if spec.search_value and "search_value_trained" not in state:  # written before the flag existed
-            state = {**state, "search_value_trained": torch.ones((), dtype=torch.bool)}
-        model.load_state_dict(state, strict=True)
+        model.load_state_dict(payload["state_dict"], strict=True)
     except Exception as exc:
         raise ValueError(f"{what} blob does not describe a network this process can build: {str(exc)[:300]}") from None
     model.eval()

@@ -12,7 +12,7 @@ from envs import game_info
 from envs.openspiel import state_tensor
 from league.config import ConfigError, load_config
 from policies.net import PolicyNetError, PolicySpec, build_policy, policy_spec
-from policies.ppo import PPOConfig, make_optimizer, ppo_update, reward_to_go
+from policies.ppo import PPOConfig, make_optimizer, ppo_update
 from policies.rollout import Rollout
 from policies.search import PUCT, SearchSpec, _Node
 from policies.snapshot import policy_from_bytes, policy_to_bytes
@@ -71,11 +71,6 @@ def test_a_snapshot_keeps_the_second_head_and_an_older_spec_has_none(net, kw):
     old = model.spec.to_dict()
     del old["search_value"]  # a spec written before the second head existed
     assert PolicySpec.from_dict(old).search_value is False
-    payload = torch.load(io.BytesIO(blob), weights_only=True)
-    del payload["state_dict"]["search_value_trained"]  # a blob written before the flag: its head was trained
-    buf = io.BytesIO()
-    torch.save(payload, buf)
-    assert bool(policy_from_bytes(buf.getvalue()).search_value_trained)
 
 
 def test_only_the_shipped_nets_take_a_second_head_and_the_config_says_which_key():
@@ -88,12 +83,6 @@ def test_only_the_shipped_nets_take_a_second_head_and_the_config_says_which_key(
     cfg = load_config("configs/connect_four.yaml", ["policy.search_value=true"])
     info = game_info("connect_four")
     assert policy_spec(cfg.policy, info.obs_size, info.num_actions, info.obs_shape).search_value
-
-
-def test_reward_to_go_is_each_decisions_discounted_return_within_its_episode():
-    rewards = np.array([0.0, 1.0, 0.5, 0.0, -1.0], dtype=np.float32)
-    dones = np.array([False, True, False, False, True])
-    np.testing.assert_allclose(reward_to_go(rewards, dones, 0.5), [0.5, 1.0, 0.5 - 0.25, -0.5, -1.0])
 
 
 def test_ppo_trains_the_second_head_on_self_play_decisions_only():
