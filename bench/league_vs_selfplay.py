@@ -60,7 +60,8 @@ with ``env_steps_per_s`` and ``trained_agent_steps_per_s`` (agent decisions the 
 on; median and values) in each side's record.
 
 Lower is better for the measure. Run it alone under the Ray lock; a real table
-(three games, 3 seeds, 10-30 minutes each) takes hours.
+(three games, 3 seeds, 10-30 minutes each) takes hours. Ctrl-C or SIGTERM stops the
+running launcher the way it stops itself (its results flushed) before the bench exits.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -248,14 +250,30 @@ def check_configs(game: str, extra: Sequence[str]) -> tuple[str, dict, bool]:
     return cfg.game.name, dict(cfg.game.kwargs), bool(info.supports_exact)
 
 
+def wait_or_stop(proc: subprocess.Popen, grace_s: float = 120.0) -> int:
+    """``proc``'s exit status. If this process is interrupted while it waits (Ctrl-C, or SIGTERM
+    under ``main``), ``proc`` gets SIGTERM, the launcher's signal to flush its results and stop,
+    and ``grace_s`` seconds before SIGKILL; then the interruption goes on. No run outlives the bench."""
+    try:
+        return proc.wait()
+    except BaseException:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+
+
 def launch(game: str, overrides: list[str]) -> float:
     """One league run through the real launcher; its output goes to our stderr. Seconds taken."""
     env = dict(os.environ, RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE", "disabled"))
     cmd = [sys.executable, "-m", "actors.launch", "--config", str(config_path(game)), *overrides]
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, cwd=ROOT, env=env, stdout=sys.stderr, stderr=sys.stderr)
-    if done.returncode != 0:
-        raise RuntimeError(f"the launcher exited with status {done.returncode}: {' '.join(cmd[2:])}")
+    code = wait_or_stop(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sys.stderr, stderr=sys.stderr))
+    if code != 0:
+        raise RuntimeError(f"the launcher exited with status {code}: {' '.join(cmd[2:])}")
     return time.perf_counter() - t0
 
 
@@ -573,6 +591,8 @@ def main(argv=None) -> int:
     from league.config import ConfigError
 
     torch.set_num_threads(1)
+    # SIGTERM unwinds like Ctrl-C: the running launcher is stopped, a temporary folder removed
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     keep = args.storage is not None
     root = Path(args.storage).resolve() if keep else Path(tempfile.mkdtemp(prefix="league_vs_selfplay_"))
     try:

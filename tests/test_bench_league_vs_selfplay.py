@@ -7,11 +7,14 @@ suite's budget has no room for them; `python -m bench.league_vs_selfplay` prints
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +99,61 @@ def test_minutes_reach_the_launcher_as_a_number():
 
 
 # ------------------------------------------------------------- statistics
+# A child that stops the way the launcher does: on SIGTERM it writes what it flushed, exits 0.
+FLUSHING_CHILD = """
+import signal, sys, time
+def stop(signum, frame):
+    open(sys.argv[1], "w").write("flushed")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+open(sys.argv[1] + ".ready", "w").close()
+time.sleep(60)
+"""
+
+
+@contextlib.contextmanager
+def ctrl_c_after(seconds: float):
+    """KeyboardInterrupt in this thread after ``seconds``, as Ctrl-C would raise it."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_an_interrupted_bench_stops_its_run_with_sigterm_and_waits_for_it(tmp_path):
+    marker = tmp_path / "stopped"
+    proc = subprocess.Popen([sys.executable, "-c", FLUSHING_CHILD, str(marker)])
+    ready = Path(f"{marker}.ready")
+    while not ready.exists() and proc.poll() is None:
+        time.sleep(0.02)
+
+    with pytest.raises(KeyboardInterrupt), ctrl_c_after(0.2):
+        bench.wait_or_stop(proc, grace_s=30)
+    assert proc.returncode == 0  # it exited its own way, not killed
+    assert marker.read_text() == "flushed"
+
+
+def test_a_run_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                             "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+
+    with pytest.raises(KeyboardInterrupt), ctrl_c_after(0.1):
+        bench.wait_or_stop(proc, grace_s=0.5)
+    proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_a_run_left_alone_gives_its_exit_status():
+    assert bench.wait_or_stop(subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])) == 3
+
+
 def test_summary_gives_median_and_range_in_seed_order():
     assert bench.summary([0.3, 0.1, 0.2]) == {"median": 0.2, "range": [0.1, 0.3], "values": [0.3, 0.1, 0.2]}
     assert bench.summary([4, 1, 2, 3])["median"] == 2.5
