@@ -153,7 +153,8 @@ class PolicyNet(nn.Module):
     mask (B, A) bool) -> (logits (B, A) with ILLEGAL_LOGIT on illegal actions,
     values (B,))``; this class derives ``distribution``, ``evaluate_actions``,
     ``probs``, ``act`` and ``reset_parameters`` from it. A net with a second value head
-    (``spec.search_value``) also implements ``heads``.
+    (``spec.search_value``) also implements ``_body(obs, mask) -> (logits, z)``, the input of
+    both value heads, which ``heads`` reads.
     """
 
     spec: PolicySpec
@@ -173,7 +174,7 @@ class PolicyNet(nn.Module):
     def heads(self, obs: torch.Tensor, mask: torch.Tensor):
         """Masked logits (B, A), values (B,) and the search value head's values (B,), or None
         without one: one pass of the body (``_body``: the logits and the value heads' input)."""
-        if not getattr(self.spec, "search_value", False):
+        if not self.spec.search_value:
             return (*self(obs, mask), None)
         logits, z = self._body(obs, mask)
         return logits, self.value_head(z).squeeze(-1), self.search_value_head(z).squeeze(-1)

@@ -98,7 +98,7 @@ def test_minutes_reach_the_launcher_as_a_number():
         assert load_config(None, [text]).run.max_minutes == pytest.approx(minutes)
 
 
-# ------------------------------------------------------------- statistics
+# ------------------------------------------------------------- the launcher's run
 # A child that stops the way the launcher does: on SIGTERM it writes what it flushed, exits 0.
 FLUSHING_CHILD = """
 import signal, sys, time
@@ -154,6 +154,7 @@ def test_a_run_left_alone_gives_its_exit_status():
     assert bench.wait_or_stop(subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])) == 3
 
 
+# ------------------------------------------------------------- statistics
 def test_summary_gives_median_and_range_in_seed_order():
     assert bench.summary([0.3, 0.1, 0.2]) == {"median": 0.2, "range": [0.1, 0.3], "values": [0.3, 0.1, 0.2]}
     assert bench.summary([4, 1, 2, 3])["median"] == 2.5
