@@ -140,11 +140,13 @@ SESSION_NAME = "ray_session"
 def reap_leftovers(storage: str) -> int:
     """Kill what a SIGKILLed launcher left of its local Ray (returns how many processes).
 
-    A local Ray shares the launcher's fate: its GCS, raylet and workers die with it,
-    but a few helper processes (the dashboard and runtime-env agents) are re-parented
-    to init and linger. They are found by their open files in the dead run's session
-    folder, recorded in the run's ``ray_session`` marker (``node_run_dir``); nothing
-    else is touched."""
+    A local Ray shares the launcher's fate: its GCS and raylet die with it and its workers
+    exit when they find their raylet gone, normally within seconds. But a few helper
+    processes (the dashboard and runtime-env agents) are re-parented to init and linger,
+    and a worker can stay stuck in its exit for minutes on a loaded machine, its files
+    (the store's too) still open. They are found by their open files in the dead run's
+    session folder, recorded in the run's ``ray_session`` marker (``node_run_dir``);
+    nothing else is touched."""
     marker = node_run_dir(storage) / SESSION_NAME
     try:
         session = marker.read_text().strip()

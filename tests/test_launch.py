@@ -35,6 +35,39 @@ def test_bad_config_stops_before_ray_with_one_line_naming_the_key(override, key)
     assert "Started a local Ray" not in out.stdout + out.stderr
 
 
+def _holding(path: Path) -> subprocess.Popen:
+    """A process that holds ``path`` open until killed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, "-c", "import sys, time; f = open(sys.argv[1], 'w'); print(1, flush=True); "
+                             "time.sleep(600)", str(path)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "1"
+    return proc
+
+
+def test_a_start_reaps_what_a_killed_run_left_of_its_ray_and_nothing_else(tmp_path):
+    """A worker of a SIGKILLed launcher's Ray that has not exited (its logs open in the dead run's
+    session folder) is killed by the next start on that storage; a process with files in another
+    session folder, even one whose name begins the same, is not."""
+    from actors.launch import SESSION_NAME, reap_leftovers
+
+    session = tmp_path / "ray" / "session_2026-11-27_01-32-21_420992_28007"
+    storage = tmp_path / "store"
+    leftover = _holding(session / "logs" / "worker-28183.out")
+    bystanders = [_holding(Path(f"{session}1") / "logs" / "worker.out"), _holding(tmp_path / "elsewhere" / "f")]
+    try:
+        node_run_dir(storage).mkdir(parents=True, exist_ok=True)
+        (node_run_dir(storage) / SESSION_NAME).write_text(str(session))
+        assert reap_leftovers(str(storage)) == 1
+        assert leftover.wait(timeout=30) == -signal.SIGKILL
+        assert all(b.poll() is None for b in bystanders)
+        assert not (node_run_dir(storage) / SESSION_NAME).exists()
+        assert reap_leftovers(str(storage)) == 0  # nothing recorded: nothing touched
+    finally:
+        for proc in (leftover, *bystanders):
+            proc.kill()
+            proc.wait(timeout=30)
+
+
 def run_until(cmd: list[str], seen, seconds: float = 240, cwd=ROOT):
     """The launcher (``cmd``) as a user runs it, its output read line by line until ``seen(line)``
     gives something other than None (or ``seconds`` pass), then stopped with Ctrl-C as a user does.
@@ -122,6 +155,22 @@ def _holders(path: Path) -> list[int]:
     return pids
 
 
+def _holds_under(pid: int, folder: str) -> bool:
+    """Whether process ``pid`` has a file under ``folder`` open (or is gone)."""
+    try:
+        return any(os.readlink(fd).startswith(folder + "/") for fd in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return True
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, killed and not yet reaped by its parent, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _wait_for_progress(proc, lines, timeout=240):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -161,11 +210,15 @@ def test_a_sigkilled_launcher_resumes_exactly_and_ctrl_c_stops_it_cleanly(tmp_pa
         time.sleep(3)  # batches and snapshots in flight
         proc.kill()
         proc.wait(timeout=60)
-        # its Ray dies with it, within a few seconds: until then its coordinator may still commit
+        # its Ray dies with it, normally within a few seconds (until then its coordinator may still
+        # commit); a worker still stuck in its exit after a minute must be of the dead run's Ray
+        # session, which the next start on this storage kills before it starts its own
         deadline = time.time() + 60
         while _holders(tmp_path / "league.db") and time.time() < deadline:
             time.sleep(0.5)
-        assert not _holders(tmp_path / "league.db")
+        session = (node_run_dir(tmp_path) / "ray_session").read_text().strip()
+        lingering = _holders(tmp_path / "league.db")
+        assert all(_holds_under(pid, session) for pid in lingering), (lingering, session)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -194,6 +247,7 @@ def test_a_sigkilled_launcher_resumes_exactly_and_ctrl_c_stops_it_cleanly(tmp_pa
     assert "stopped; the league is in" in text
     assert_probe_shown(*seen, tmp_path)
     assert not (node_run_dir(tmp_path) / "ray_session").exists()
+    assert not [pid for pid in lingering if _alive(pid)], "reaped by the resumed start"
     with LeagueStore(tmp_path, create=False) as store:
         evicted = {e["agent_id"] for e in store.events("evict")}
         assert first_pool - evicted <= {a.agent_id for a in store.agents()}
