@@ -23,12 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from bench.league_vs_selfplay import wait_or_stop
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "configs/dominant.yaml"
@@ -72,7 +75,9 @@ def run(minutes: float, storage: Path, overrides: list[str]) -> None:
     env = dict(os.environ, RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE", "disabled"))
     cmd = [sys.executable, "-m", "actors.launch", "--config", CONFIG, f"run.max_minutes={minutes}",
            f"run.storage={storage}", "run.progress_every_seconds=30", *overrides]
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+    code = wait_or_stop(subprocess.Popen(cmd, cwd=ROOT, env=env))
+    if code != 0:
+        raise subprocess.CalledProcessError(code, cmd)
 
 
 def main(argv=None) -> int:
@@ -81,6 +86,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.k_opponents")
     parser.add_argument("--minutes", type=float, default=1.5)
     args = parser.parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C: the running launcher is stopped, the temporary folder removed
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     payoff = np.array(yaml.safe_load((ROOT / CONFIG).read_text())["game"]["params"]["payoff"], dtype=np.float64)
     shaped = [f"roles.{r}.objective={NOVELTY}" for r in ("main_agent", "main_exploiter", "league_exploiter")]
     out = {}
