@@ -59,6 +59,16 @@ per game, printed when that game is done::
 with ``env_steps_per_s`` and ``trained_agent_steps_per_s`` (agent decisions the learners trained
 on; median and values) in each side's record.
 
+With ``--storage DIR`` the stores are kept in ``DIR/GAME/SIDE-seedN``, each with the run's
+record beside it (``SIDE-seedN.run.json``: its seconds, minutes and the config it played by,
+``played_config``). ``--selfplay-from DIR`` takes the self-play side from such kept stores instead
+of running it again (the league side alone runs, half the time), where the kept runs played by the
+config this bench's self-play would (a ``--set`` of the main agent's mix, which self-play never
+reads, is the same run; ``ppo.lr`` is not): the measures are the same, but self-play's env steps/s
+are then of a run at another time, not side by side (``selfplay_from`` in the JSON says so). A kept store
+without its record (kept before records were written) takes its seconds from the store itself,
+the coordinator's start to its last write.
+
 Lower is better for the measure. Run it alone under the Ray lock; a real table
 (three games, 3 seeds, 10-30 minutes each) takes hours. Ctrl-C or SIGTERM stops the
 running launcher the way it stops itself (its results flushed) before the bench exits.
@@ -225,6 +235,8 @@ def validate_args(args: argparse.Namespace) -> None:
     if not (0.0 <= args.rollout_weight <= 1.0):
         raise ValueError(f"--rollout-weight must be in [0, 1], got {args.rollout_weight}")
     check_extra_overrides(args.set)
+    if getattr(args, "selfplay_from", None) is not None and not Path(args.selfplay_from).is_dir():
+        raise ValueError(f"--selfplay-from {args.selfplay_from}: no such folder")
 
 
 # ----------------------------------------------------------------------------
@@ -315,6 +327,73 @@ def stored_rates(storage: Path, run_seconds: float) -> dict[str, float]:
     with LeagueStore(storage, create=False) as store:
         return {"env_steps_per_s": float(store.counters().get("env_steps", 0.0)) / seconds,
                 "trained_agent_steps_per_s": sum(float(r["step"]) for r in store.learners()) / seconds}
+
+
+RUN_RECORD = ".run.json"
+# a main agent that plays only itself reads none of its opponent mix
+SELF_PLAY_KEYS = ("count", "sampling", "snapshot_every_steps", "objective")
+
+
+def played_config(game: str, side: str, extra: Sequence[str]) -> dict:
+    """What a side's run plays by: its config without the bench's per-run keys, the keys a main
+    agent that plays only itself never reads, and the settings of roles it has none of. Two
+    self-play runs with equal ``played_config`` train alike, whatever ``--set`` changed the
+    league side's mix."""
+    from league.config import load_config
+
+    cfg = dataclasses.asdict(load_config(config_path(game), run_overrides(side, minutes=1, storage="unused", seed=0,
+                                                                           extra=extra)))
+    cfg.pop("run")
+    for name, role in cfg["roles"].items():
+        if role["count"] == 0:
+            cfg["roles"][name] = {"count": 0}
+        elif name == "main_agent" and role["sampling"] == "self":
+            cfg["roles"][name] = {k: role[k] for k in SELF_PLAY_KEYS}
+    return json.loads(json.dumps(cfg, sort_keys=True, default=str))
+
+
+def write_run_record(storage: Path, run_seconds: float, minutes: float, config: dict) -> None:
+    """Beside a kept store: what ``kept_run`` reads back when a later bench takes it as its self-play side."""
+    record = {"run_seconds": run_seconds, "minutes": minutes, "config": config}
+    storage.with_name(storage.name + RUN_RECORD).write_text(json.dumps(record, sort_keys=True) + "\n")
+
+
+def kept_run(storage: Path, minutes: float, config: dict) -> float:
+    """The wall-clock seconds of the kept run in ``storage`` (``--selfplay-from``). Raises
+    ValueError where it is missing, or its record says it ran for other minutes or by another
+    ``played_config`` (naming the first key that differs); a store without a record gives the span
+    of its own writes, the coordinator's first start to its last event, measurement or rating."""
+    from league.store import LeagueStore, StoreError
+
+    try:
+        with LeagueStore(storage, create=False) as store:
+            starts, last = store.events("coordinator_start"), store.last_write_time()
+    except StoreError as exc:
+        raise ValueError(f"--selfplay-from: {storage}: {exc}") from None
+    record_path = storage.with_name(storage.name + RUN_RECORD)
+    if record_path.exists():
+        record = json.loads(record_path.read_text())
+        if float(record["minutes"]) != float(minutes):
+            raise ValueError(f"--selfplay-from: {storage} ran {record['minutes']:g} min, this bench {minutes:g}")
+        differs = first_difference(record["config"], config)
+        if differs:
+            raise ValueError(f"--selfplay-from: {storage} ran with {differs}")
+        return float(record["run_seconds"])
+    if not starts or last is None:
+        raise ValueError(f"--selfplay-from: {storage} holds no run")
+    say(f"{storage}: no {RUN_RECORD} record (its config unchecked), its seconds taken from the store's writes")
+    return last - starts[0]["time"]
+
+
+def first_difference(kept: Any, now: Any, key: str = "") -> str | None:
+    """``KEY = KEPT, this bench's NOW`` for the first dotted key whose values differ, else None."""
+    if isinstance(kept, dict) and isinstance(now, dict):
+        for k in sorted(set(kept) | set(now)):
+            found = first_difference(kept.get(k), now.get(k), f"{key}.{k}" if key else k)
+            if found:
+                return found
+        return None
+    return None if kept == now else f"{key} = {kept!r}, this bench's {now!r}"
 
 
 def random_stepping(game: str, params: dict, num_envs: int, seconds: float = 5.0, seed: int = 0) -> dict:
@@ -464,11 +543,19 @@ def bench_game(game: str, args: argparse.Namespace, root: Path, search=None) -> 
     search = search if anchors else None
     stores: dict[tuple[str, int], Path] = {}
     measure_name = "nash_conv" if exact else "approx_exploitability"
+    kept = Path(args.selfplay_from).resolve() / game if args.selfplay_from else None
     for seed, side in run_order(seeds):
-        storage = root / game / f"{side}-seed{seed}"
+        if side == "selfplay" and kept is not None:
+            storage = kept / f"selfplay-seed{seed}"
+            run_s = kept_run(storage, args.minutes, played_config(game, side, args.set))
+            say(f"{game} {side} seed {seed}: kept in {storage} ({run_s:.0f} s run)")
+        else:
+            storage = root / game / f"{side}-seed{seed}"
+            say(f"{game} {side} seed {seed}: {args.minutes:g} min run in {storage}")
+            run_s = launch(game, run_overrides(side, minutes=args.minutes, storage=storage, seed=seed, extra=args.set))
+            if args.storage is not None:
+                write_run_record(storage, run_s, args.minutes, played_config(game, side, args.set))
         stores[side, seed] = storage
-        say(f"{game} {side} seed {seed}: {args.minutes:g} min run in {storage}")
-        run_s = launch(game, run_overrides(side, minutes=args.minutes, storage=storage, seed=seed, extra=args.set))
         t0 = time.perf_counter()
         m = measure(name, params, exact, storage, args.probe_steps, args.probe_eval_episodes, seed)
         measure_s = time.perf_counter() - t0
@@ -495,6 +582,8 @@ def bench_game(game: str, args: argparse.Namespace, root: Path, search=None) -> 
     out: dict[str, Any] = {"bench": "league_vs_selfplay", "game": name, "minutes": args.minutes, "seeds": seeds,
                            "measure": measure_name, "config": f"configs/{game}.yaml",
                            "selfplay_overrides": list(SELFPLAY_OVERRIDES), "set": list(args.set)}
+    if kept is not None:
+        out["selfplay_from"] = str(kept)
     if not exact:
         out["probe_steps"] = args.probe_steps
         out["probe_eval_episodes"] = args.probe_eval_episodes
@@ -575,6 +664,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="a dotted config override applied to both sides")
     parser.add_argument("--storage", metavar="DIR",
                         help="keep the runs' stores in DIR/GAME/SIDE-seedN (default: a temporary folder, removed)")
+    parser.add_argument("--selfplay-from", metavar="DIR",
+                        help="take the self-play side from the stores an earlier bench kept with --storage DIR "
+                             "(same --minutes, self-play's config the same) instead of running it; its env steps/s "
+                             "are then not side by side")
     args = parser.parse_args(argv)
     try:
         validate_args(args)
@@ -602,6 +695,10 @@ def main(argv=None) -> int:
             searches[game] = search_spec(game, name, params, args)
             if keep and (root / game).exists() and any((root / game).iterdir()):
                 raise ValueError(f"--storage {root}: {root / game} is not empty (the launcher would resume those runs)")
+            if args.selfplay_from is not None:
+                for seed in range(args.first_seed, args.first_seed + args.seeds):
+                    kept_run(Path(args.selfplay_from).resolve() / game / f"selfplay-seed{seed}", args.minutes,
+                             played_config(game, "selfplay", args.set))
         for game in args.games:
             print(json.dumps(bench_game(game, args, root, searches[game])), flush=True)
     except (ConfigError, ValueError, RuntimeError) as exc:

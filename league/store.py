@@ -484,6 +484,11 @@ class LeagueStore:
             sql, args = sql + " WHERE kind = ?", (kind,)
         return [{"time": t, "kind": k, **json.loads(d)} for t, k, d in self._query(sql + " ORDER BY id", args)]
 
+    def last_write_time(self) -> float | None:
+        """The time of the newest timed record (event, measurement or rating), None in an empty store."""
+        times = [self._query(f"SELECT max(time) FROM {table}")[0][0] for table in ("events", "measurements", "elo_history")]
+        return max((t for t in times if t is not None), default=None)
+
     def add_measurement(self, kind: str, value: float, data: dict[str, Any] | None = None, when: float | None = None) -> None:
         with self.transaction() as db:
             db.execute("INSERT INTO measurements (time, kind, value, data) VALUES (?,?,?,?)",

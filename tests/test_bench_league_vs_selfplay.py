@@ -302,6 +302,54 @@ def test_stored_rates_are_the_env_step_counter_and_the_learners_steps_over_the_r
         {"env_steps_per_s": 200.0, "trained_agent_steps_per_s": 200.0})
 
 
+def test_a_kept_self_play_run_serves_a_bench_whose_self_play_would_play_the_same(tmp_path):
+    """``--selfplay-from``: the record a bench with ``--storage`` writes beside a store is read
+    back. A ``--set`` of the main agent's mix reaches only the league side (self-play never reads
+    it): the same self-play run. Other minutes, or a ``--set`` self-play reads, are refused, naming
+    what differs."""
+    store = tmp_path / "connect_four" / "selfplay-seed2"
+    with LeagueStore(store) as kept:
+        kept.set_meta("game", "connect_four")
+    shipped = bench.played_config("connect_four", "selfplay", [])
+    bench.write_run_record(store, 912.5, 15.0, shipped)
+    assert bench.kept_run(store, 15, shipped) == 912.5
+    mix = ["roles.main_agent.self_play=0.85", "roles.main_agent.pfsp=0.1", "roles.main_agent.forgotten=0.05"]
+    assert bench.played_config("connect_four", "selfplay", mix) == shipped
+    assert bench.played_config("connect_four", "league", mix) != bench.played_config("connect_four", "league", [])
+    assert bench.kept_run(store, 15, bench.played_config("connect_four", "selfplay", mix)) == 912.5
+    with pytest.raises(ValueError, match="ran 15 min, this bench 10"):
+        bench.kept_run(store, 10, shipped)
+    with pytest.raises(ValueError, match=r"ran with ppo.lr = 0.0003, this bench's 0.001"):
+        bench.kept_run(store, 15, bench.played_config("connect_four", "selfplay", ["ppo.lr=0.001"]))
+
+
+def test_a_kept_store_without_its_record_gives_the_span_of_its_writes(tmp_path):
+    """A store kept before records were written: from the coordinator's first start to its last
+    event, measurement or rating. A folder without a store, or a store with no run, is refused."""
+    with LeagueStore(tmp_path / "run") as store:
+        store.set_meta("game", "connect_four")
+        with store.transaction() as db:
+            db.execute("INSERT INTO events (time, kind, data) VALUES (1000.0, 'coordinator_start', '{}')")
+            db.execute("INSERT INTO events (time, kind, data) VALUES (1500.0, 'evict', '{}')")
+            db.execute("INSERT INTO measurements (time, kind, value, data) VALUES (1890.0, 'probe_br_return', 0.5, '{}')")
+            db.execute("INSERT INTO elo_history VALUES (1900.5, 'main_agent-0-v1', 'main_agent', 1200.0)")
+    assert bench.kept_run(tmp_path / "run", 15, {}) == pytest.approx(900.5)
+    with LeagueStore(tmp_path / "fresh") as store:
+        store.set_meta("game", "connect_four")
+    with pytest.raises(ValueError, match="holds no run"):
+        bench.kept_run(tmp_path / "fresh", 15, {})
+    with pytest.raises(ValueError, match="no league store"):
+        bench.kept_run(tmp_path / "missing", 15, {})
+
+
+def test_selfplay_from_a_folder_that_is_not_there_is_refused_before_anything_runs(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        bench.parse_args(["--selfplay-from", str(tmp_path / "nowhere")])
+    assert exc.value.code == 2 and "--selfplay-from" in capsys.readouterr().err
+    code = bench.main(["--game", "connect_four", "--minutes", "15", "--seeds", "1", "--selfplay-from", str(tmp_path)])
+    assert code == 2 and "selfplay-seed1" in capsys.readouterr().err
+
+
 def test_bench_anchors_versus_scores_one_run_against_another_head_to_head(tmp_path):
     game = make_game("kuhn_poker", 1)
     nash_store(tmp_path / "a", "kuhn_poker", sharp_models(game, 2, seed=0), [0.5, 0.5])
