@@ -372,13 +372,17 @@ def kept_run(storage: Path, minutes: float, config: dict) -> float:
         raise ValueError(f"--selfplay-from: {storage}: {exc}") from None
     record_path = storage.with_name(storage.name + RUN_RECORD)
     if record_path.exists():
-        record = json.loads(record_path.read_text())
-        if float(record["minutes"]) != float(minutes):
-            raise ValueError(f"--selfplay-from: {storage} ran {record['minutes']:g} min, this bench {minutes:g}")
-        differs = first_difference(record["config"], config)
+        try:
+            record = json.loads(record_path.read_text())
+            kept_minutes, kept_config, seconds = float(record["minutes"]), dict(record["config"]), float(record["run_seconds"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"--selfplay-from: {record_path} is not a run record ({exc!r})") from None
+        if kept_minutes != float(minutes):
+            raise ValueError(f"--selfplay-from: {storage} ran {kept_minutes:g} min, this bench {minutes:g}")
+        differs = first_difference(kept_config, config)
         if differs:
             raise ValueError(f"--selfplay-from: {storage} ran with {differs}")
-        return float(record["run_seconds"])
+        return seconds
     if not starts or last is None:
         raise ValueError(f"--selfplay-from: {storage} holds no run")
     say(f"{storage}: no {RUN_RECORD} record (its config unchecked), its seconds taken from the store's writes")

@@ -321,6 +321,10 @@ def test_a_kept_self_play_run_serves_a_bench_whose_self_play_would_play_the_same
         bench.kept_run(store, 10, shipped)
     with pytest.raises(ValueError, match=r"ran with ppo.lr = 0.0003, this bench's 0.001"):
         bench.kept_run(store, 15, bench.played_config("connect_four", "selfplay", ["ppo.lr=0.001"]))
+    for corrupt in ("{not json", '{"minutes": 15}', "[]"):
+        store.with_name(store.name + ".run.json").write_text(corrupt)
+        with pytest.raises(ValueError, match="is not a run record"):
+            bench.kept_run(store, 15, shipped)
 
 
 def test_a_kept_store_without_its_record_gives_the_span_of_its_writes(tmp_path):
