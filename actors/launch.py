@@ -154,19 +154,29 @@ def reap_leftovers(storage: str) -> int:
         return 0
     killed = 0
     if session and "session_" in Path(session).name:
-        for proc in Path("/proc").glob("[0-9]*"):
+        for pid in session_processes(session):
             try:
-                if int(proc.name) == os.getpid() or not any(
-                        os.readlink(fd).startswith(session + "/") for fd in (proc / "fd").iterdir()):
-                    continue
-                os.kill(int(proc.name), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
                 killed += 1
-            except (OSError, ValueError):  # gone meanwhile, or not ours to read
+            except OSError:  # gone meanwhile
                 continue
     marker.unlink(missing_ok=True)
     if killed:
         log.warning("killed %d leftover processes of the previous run's Ray (%s)", killed, session)
     return killed
+
+
+def session_processes(session: str) -> list[int]:
+    """Pids of the processes (this one aside) with a file open under the Ray session folder ``session``."""
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if int(proc.name) != os.getpid() and any(
+                    os.readlink(fd).startswith(session + "/") for fd in (proc / "fd").iterdir()):
+                pids.append(int(proc.name))
+        except (OSError, ValueError):  # gone meanwhile, or not ours to read
+            continue
+    return pids
 
 
 # Ray's own logs (raylet, GCS, agents and every worker's .out/.err) rotate at this size, keeping this

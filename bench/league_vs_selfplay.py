@@ -235,7 +235,7 @@ def validate_args(args: argparse.Namespace) -> None:
     if not (0.0 <= args.rollout_weight <= 1.0):
         raise ValueError(f"--rollout-weight must be in [0, 1], got {args.rollout_weight}")
     check_extra_overrides(args.set)
-    if getattr(args, "selfplay_from", None) is not None and not Path(args.selfplay_from).is_dir():
+    if args.selfplay_from is not None and not Path(args.selfplay_from).is_dir():
         raise ValueError(f"--selfplay-from {args.selfplay_from}: no such folder")
 
 
@@ -389,6 +389,17 @@ def kept_run(storage: Path, minutes: float, config: dict) -> float:
     return last - starts[0]["time"]
 
 
+def kept_selfplay(game: str, args: argparse.Namespace) -> dict[int, tuple[Path, float]]:
+    """``--selfplay-from``: each seed's kept self-play store and its run's seconds (``kept_run``;
+    ValueError before any run where one is missing or played by another config); {} without it."""
+    if args.selfplay_from is None:
+        return {}
+    folder, config = Path(args.selfplay_from).resolve() / game, played_config(game, "selfplay", args.set)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    return {seed: (folder / f"selfplay-seed{seed}", kept_run(folder / f"selfplay-seed{seed}", args.minutes, config))
+            for seed in seeds}
+
+
 def first_difference(kept: Any, now: Any, key: str = "") -> str | None:
     """``KEY = KEPT, this bench's NOW`` for the first dotted key whose values differ, else None."""
     if isinstance(kept, dict) and isinstance(now, dict):
@@ -527,9 +538,10 @@ def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage
     return {"score": mean, "ci95": ci, "episodes": sum(len(s) for s in scores)}
 
 
-def bench_game(game: str, args: argparse.Namespace, root: Path, search=None) -> dict:
+def bench_game(game: str, args: argparse.Namespace, root: Path, search=None,
+               kept: dict[int, tuple[Path, float]] | None = None) -> dict:
     """Both sides' runs and measures for one game; ``search`` (``search_spec``) scores the mixtures
-    with search too."""
+    with search too; ``kept`` (``kept_selfplay``) gives the self-play side's stores instead of runs."""
     name, params, exact = check_configs(game, args.set)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     t_start = time.perf_counter()
@@ -547,11 +559,9 @@ def bench_game(game: str, args: argparse.Namespace, root: Path, search=None) -> 
     search = search if anchors else None
     stores: dict[tuple[str, int], Path] = {}
     measure_name = "nash_conv" if exact else "approx_exploitability"
-    kept = Path(args.selfplay_from).resolve() / game if args.selfplay_from else None
     for seed, side in run_order(seeds):
-        if side == "selfplay" and kept is not None:
-            storage = kept / f"selfplay-seed{seed}"
-            run_s = kept_run(storage, args.minutes, played_config(game, side, args.set))
+        if side == "selfplay" and kept:
+            storage, run_s = kept[seed]
             say(f"{game} {side} seed {seed}: kept in {storage} ({run_s:.0f} s run)")
         else:
             storage = root / game / f"{side}-seed{seed}"
@@ -586,8 +596,8 @@ def bench_game(game: str, args: argparse.Namespace, root: Path, search=None) -> 
     out: dict[str, Any] = {"bench": "league_vs_selfplay", "game": name, "minutes": args.minutes, "seeds": seeds,
                            "measure": measure_name, "config": f"configs/{game}.yaml",
                            "selfplay_overrides": list(SELFPLAY_OVERRIDES), "set": list(args.set)}
-    if kept is not None:
-        out["selfplay_from"] = str(kept)
+    if kept:
+        out["selfplay_from"] = str(kept[seeds[0]][0].parent)
     if not exact:
         out["probe_steps"] = args.probe_steps
         out["probe_eval_episodes"] = args.probe_eval_episodes
@@ -693,18 +703,15 @@ def main(argv=None) -> int:
     keep = args.storage is not None
     root = Path(args.storage).resolve() if keep else Path(tempfile.mkdtemp(prefix="league_vs_selfplay_"))
     try:
-        searches = {}
+        searches, kept = {}, {}
         for game in args.games:  # before any run: a bad config or a used folder stops the bench at once
             name, params, _ = check_configs(game, args.set)
             searches[game] = search_spec(game, name, params, args)
             if keep and (root / game).exists() and any((root / game).iterdir()):
                 raise ValueError(f"--storage {root}: {root / game} is not empty (the launcher would resume those runs)")
-            if args.selfplay_from is not None:
-                for seed in range(args.first_seed, args.first_seed + args.seeds):
-                    kept_run(Path(args.selfplay_from).resolve() / game / f"selfplay-seed{seed}", args.minutes,
-                             played_config(game, "selfplay", args.set))
+            kept[game] = kept_selfplay(game, args)
         for game in args.games:
-            print(json.dumps(bench_game(game, args, root, searches[game])), flush=True)
+            print(json.dumps(bench_game(game, args, root, searches[game], kept[game])), flush=True)
     except (ConfigError, ValueError, RuntimeError) as exc:
         say(f"error: {exc}")
         return 2 if isinstance(exc, ValueError) else 1

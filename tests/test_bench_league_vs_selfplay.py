@@ -350,8 +350,11 @@ def test_selfplay_from_a_folder_that_is_not_there_is_refused_before_anything_run
     with pytest.raises(SystemExit) as exc:
         bench.parse_args(["--selfplay-from", str(tmp_path / "nowhere")])
     assert exc.value.code == 2 and "--selfplay-from" in capsys.readouterr().err
-    code = bench.main(["--game", "connect_four", "--minutes", "15", "--seeds", "1", "--selfplay-from", str(tmp_path)])
-    assert code == 2 and "selfplay-seed1" in capsys.readouterr().err
+    out = subprocess.run([sys.executable, "-m", "bench.league_vs_selfplay", "--game", "connect_four", "--minutes", "15",
+                          "--seeds", "1", "--selfplay-from", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    assert out.returncode == 2 and out.stderr.strip().endswith(f"{tmp_path}/connect_four/selfplay-seed1/league.db"), out.stderr
+    assert "min run" not in out.stderr  # refused before any run
 
 
 def test_bench_anchors_versus_scores_one_run_against_another_head_to_head(tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from actors.launch import SESSION_NAME, reap_leftovers, session_processes
 from actors.outbox import ledgers, node_run_dir
 from league.store import LeagueStore
 
@@ -48,8 +49,6 @@ def test_a_start_reaps_what_a_killed_run_left_of_its_ray_and_nothing_else(tmp_pa
     """A worker of a SIGKILLed launcher's Ray that has not exited (its logs open in the dead run's
     session folder) is killed by the next start on that storage; a process with files in another
     session folder, even one whose name begins the same, is not."""
-    from actors.launch import SESSION_NAME, reap_leftovers
-
     session = tmp_path / "ray" / "session_2026-11-27_01-32-21_420992_28007"
     storage = tmp_path / "store"
     leftover = _holding(session / "logs" / "worker-28183.out")
@@ -155,14 +154,6 @@ def _holders(path: Path) -> list[int]:
     return pids
 
 
-def _holds_under(pid: int, folder: str) -> bool:
-    """Whether process ``pid`` has a file under ``folder`` open (or is gone)."""
-    try:
-        return any(os.readlink(fd).startswith(folder + "/") for fd in Path(f"/proc/{pid}/fd").iterdir())
-    except OSError:
-        return True
-
-
 def _alive(pid: int) -> bool:
     """Whether process ``pid`` runs (a zombie, killed and not yet reaped by its parent, does not)."""
     try:
@@ -216,9 +207,10 @@ def test_a_sigkilled_launcher_resumes_exactly_and_ctrl_c_stops_it_cleanly(tmp_pa
         deadline = time.time() + 60
         while _holders(tmp_path / "league.db") and time.time() < deadline:
             time.sleep(0.5)
-        session = (node_run_dir(tmp_path) / "ray_session").read_text().strip()
+        session = (node_run_dir(tmp_path) / SESSION_NAME).read_text().strip()
         lingering = _holders(tmp_path / "league.db")
-        assert all(_holds_under(pid, session) for pid in lingering), (lingering, session)
+        reapable = session_processes(session)  # what the next start kills
+        assert not [pid for pid in lingering if _alive(pid) and pid not in reapable], (lingering, reapable)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -228,7 +220,7 @@ def test_a_sigkilled_launcher_resumes_exactly_and_ctrl_c_stops_it_cleanly(tmp_pa
         first_pool = {a.agent_id for a in store.agents()}
         assert first_pool and store.latest_nash() is not None
     assert set(checkpoints) == {"main_agent-0", "main_exploiter-0", "league_exploiter-0"}
-    assert (node_run_dir(tmp_path) / "ray_session").exists()  # what the next start reaps
+    assert (node_run_dir(tmp_path) / SESSION_NAME).exists()  # what the next start reaps
 
     def measured_and_probed(line):
         """/status and /nash once this run has measured its published mixture exactly and probed it."""
@@ -246,7 +238,7 @@ def test_a_sigkilled_launcher_resumes_exactly_and_ctrl_c_stops_it_cleanly(tmp_pa
     assert code == 0 and seen, text[-3000:]
     assert "stopped; the league is in" in text
     assert_probe_shown(*seen, tmp_path)
-    assert not (node_run_dir(tmp_path) / "ray_session").exists()
+    assert not (node_run_dir(tmp_path) / SESSION_NAME).exists()
     assert not [pid for pid in lingering if _alive(pid)], "reaped by the resumed start"
     with LeagueStore(tmp_path, create=False) as store:
         evicted = {e["agent_id"] for e in store.events("evict")}
