@@ -365,13 +365,14 @@ def kept_run(storage: Path, minutes: float, config: dict) -> float:
     of its own writes, the coordinator's first start to its last event, measurement or rating."""
     from league.store import LeagueStore, StoreError
 
+    record_path = storage.with_name(storage.name + RUN_RECORD)
+    recorded = record_path.exists()
     try:
-        with LeagueStore(storage, create=False) as store:
-            starts, last = store.events("coordinator_start"), store.last_write_time()
+        with LeagueStore(storage, create=False) as store:  # opened either way: a record without its store is refused
+            starts, last = ([], None) if recorded else (store.events("coordinator_start"), store.last_write_time())
     except StoreError as exc:
         raise ValueError(f"--selfplay-from: {storage}: {exc}") from None
-    record_path = storage.with_name(storage.name + RUN_RECORD)
-    if record_path.exists():
+    if recorded:
         try:
             record = json.loads(record_path.read_text())
             kept_minutes, kept_config, seconds = float(record["minutes"]), dict(record["config"]), float(record["run_seconds"])
@@ -394,10 +395,15 @@ def kept_selfplay(game: str, args: argparse.Namespace) -> dict[int, tuple[Path, 
     ValueError before any run where one is missing or played by another config); {} without it."""
     if args.selfplay_from is None:
         return {}
-    folder, config = Path(args.selfplay_from).resolve() / game, played_config(game, "selfplay", args.set)
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
-    return {seed: (folder / f"selfplay-seed{seed}", kept_run(folder / f"selfplay-seed{seed}", args.minutes, config))
-            for seed in seeds}
+    config = played_config(game, "selfplay", args.set)
+    stores = {seed: kept_folder(args, game) / f"selfplay-seed{seed}"
+              for seed in range(args.first_seed, args.first_seed + args.seeds)}
+    return {seed: (store, kept_run(store, args.minutes, config)) for seed, store in stores.items()}
+
+
+def kept_folder(args: argparse.Namespace, game: str) -> Path:
+    """Where ``--selfplay-from`` keeps ``game``'s self-play stores."""
+    return Path(args.selfplay_from).resolve() / game
 
 
 def first_difference(kept: Any, now: Any, key: str = "") -> str | None:
@@ -597,7 +603,7 @@ def bench_game(game: str, args: argparse.Namespace, root: Path, search=None,
                            "measure": measure_name, "config": f"configs/{game}.yaml",
                            "selfplay_overrides": list(SELFPLAY_OVERRIDES), "set": list(args.set)}
     if kept:
-        out["selfplay_from"] = str(kept[seeds[0]][0].parent)
+        out["selfplay_from"] = str(kept_folder(args, game))
     if not exact:
         out["probe_steps"] = args.probe_steps
         out["probe_eval_episodes"] = args.probe_eval_episodes
