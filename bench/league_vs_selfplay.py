@@ -65,7 +65,10 @@ record beside it (``SIDE-seedN.run.json``: its seconds, minutes and the config i
 of running it again (the league side alone runs, half the time), where the kept runs played by the
 config this bench's self-play would (a ``--set`` of the main agent's mix, which self-play never
 reads, is the same run; ``ppo.lr`` is not): the measures are the same, but self-play's env steps/s
-are then of a run at another time, not side by side (``selfplay_from`` in the JSON says so). A kept store
+are then of a run at another time, not side by side (``selfplay_from`` in the JSON says so).
+``--league-from DIR`` does the same for the league side; with both, nothing runs and the bench
+measures kept runs alone: runs made on another machine (a GPU machine lent for minutes, say) are
+measured where CPU time is cheap, with the same seeds and budgets as there. A kept store
 without its record (kept before records were written) takes its seconds from the store itself,
 the coordinator's start to its last write.
 
@@ -235,8 +238,10 @@ def validate_args(args: argparse.Namespace) -> None:
     if not (0.0 <= args.rollout_weight <= 1.0):
         raise ValueError(f"--rollout-weight must be in [0, 1], got {args.rollout_weight}")
     check_extra_overrides(args.set)
-    if args.selfplay_from is not None and not Path(args.selfplay_from).is_dir():
-        raise ValueError(f"--selfplay-from {args.selfplay_from}: no such folder")
+    for side in SIDES:
+        folder = kept_option(args, side)
+        if folder is not None and not Path(folder).is_dir():
+            raise ValueError(f"--{side}-from {folder}: no such folder")
 
 
 # ----------------------------------------------------------------------------
@@ -358,8 +363,8 @@ def write_run_record(storage: Path, run_seconds: float, minutes: float, config: 
     storage.with_name(storage.name + RUN_RECORD).write_text(json.dumps(record, sort_keys=True) + "\n")
 
 
-def kept_run(storage: Path, minutes: float, config: dict) -> float:
-    """The wall-clock seconds of the kept run in ``storage`` (``--selfplay-from``). Raises
+def kept_run(storage: Path, minutes: float, config: dict, option: str = "--selfplay-from") -> float:
+    """The wall-clock seconds of the kept run in ``storage`` (``option``: ``--SIDE-from``). Raises
     ValueError where it is missing, or its record says it ran for other minutes or by another
     ``played_config`` (naming the first key that differs); a store without a record gives the span
     of its own writes, the coordinator's first start to its last event, measurement or rating."""
@@ -371,39 +376,44 @@ def kept_run(storage: Path, minutes: float, config: dict) -> float:
         with LeagueStore(storage, create=False) as store:  # opened either way: a record without its store is refused
             starts, last = ([], None) if recorded else (store.events("coordinator_start"), store.last_write_time())
     except StoreError as exc:
-        raise ValueError(f"--selfplay-from: {storage}: {exc}") from None
+        raise ValueError(f"{option}: {storage}: {exc}") from None
     if recorded:
         try:
             record = json.loads(record_path.read_text())
             kept_minutes, kept_config, seconds = float(record["minutes"]), dict(record["config"]), float(record["run_seconds"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"--selfplay-from: {record_path} is not a run record ({exc!r})") from None
+            raise ValueError(f"{option}: {record_path} is not a run record ({exc!r})") from None
         if kept_minutes != float(minutes):
-            raise ValueError(f"--selfplay-from: {storage} ran {kept_minutes:g} min, this bench {minutes:g}")
+            raise ValueError(f"{option}: {storage} ran {kept_minutes:g} min, this bench {minutes:g}")
         differs = first_difference(kept_config, config)
         if differs:
-            raise ValueError(f"--selfplay-from: {storage} ran with {differs}")
+            raise ValueError(f"{option}: {storage} ran with {differs}")
         return seconds
     if not starts or last is None:
-        raise ValueError(f"--selfplay-from: {storage} holds no run")
+        raise ValueError(f"{option}: {storage} holds no run")
     say(f"{storage}: no {RUN_RECORD} record (its config unchecked), its seconds taken from the store's writes")
     return last - starts[0]["time"]
 
 
-def kept_selfplay(game: str, args: argparse.Namespace) -> dict[int, tuple[Path, float]]:
-    """``--selfplay-from``: each seed's kept self-play store and its run's seconds (``kept_run``;
+def kept_option(args: argparse.Namespace, side: str) -> str | None:
+    """The folder ``--SIDE-from`` names, or None."""
+    return getattr(args, f"{side}_from")
+
+
+def kept_stores(game: str, args: argparse.Namespace, side: str) -> dict[int, tuple[Path, float]]:
+    """``--SIDE-from``: each seed's kept store of ``side`` and its run's seconds (``kept_run``;
     ValueError before any run where one is missing or played by another config); {} without it."""
-    if args.selfplay_from is None:
+    if kept_option(args, side) is None:
         return {}
-    config = played_config(game, "selfplay", args.set)
-    stores = {seed: kept_folder(args, game) / f"selfplay-seed{seed}"
+    config = played_config(game, side, args.set)
+    stores = {seed: kept_folder(args, game, side) / f"{side}-seed{seed}"
               for seed in range(args.first_seed, args.first_seed + args.seeds)}
-    return {seed: (store, kept_run(store, args.minutes, config)) for seed, store in stores.items()}
+    return {seed: (store, kept_run(store, args.minutes, config, f"--{side}-from")) for seed, store in stores.items()}
 
 
-def kept_folder(args: argparse.Namespace, game: str) -> Path:
-    """Where ``--selfplay-from`` keeps ``game``'s self-play stores."""
-    return Path(args.selfplay_from).resolve() / game
+def kept_folder(args: argparse.Namespace, game: str, side: str) -> Path:
+    """Where ``--SIDE-from`` keeps ``game``'s stores of ``side``."""
+    return Path(kept_option(args, side)).resolve() / game
 
 
 def first_difference(kept: Any, now: Any, key: str = "") -> str | None:
@@ -545,9 +555,10 @@ def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage
 
 
 def bench_game(game: str, args: argparse.Namespace, root: Path, search=None,
-               kept: dict[int, tuple[Path, float]] | None = None) -> dict:
+               kept: dict[str, dict[int, tuple[Path, float]]] | None = None) -> dict:
     """Both sides' runs and measures for one game; ``search`` (``search_spec``) scores the mixtures
-    with search too; ``kept`` (``kept_selfplay``) gives the self-play side's stores instead of runs."""
+    with search too; ``kept`` (a side's ``kept_stores``) gives that side's stores instead of runs."""
+    kept = kept or {}
     name, params, exact = check_configs(game, args.set)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     t_start = time.perf_counter()
@@ -566,8 +577,8 @@ def bench_game(game: str, args: argparse.Namespace, root: Path, search=None,
     stores: dict[tuple[str, int], Path] = {}
     measure_name = "nash_conv" if exact else "approx_exploitability"
     for seed, side in run_order(seeds):
-        if side == "selfplay" and kept:
-            storage, run_s = kept[seed]
+        if kept.get(side):
+            storage, run_s = kept[side][seed]
             say(f"{game} {side} seed {seed}: kept in {storage} ({run_s:.0f} s run)")
         else:
             storage = root / game / f"{side}-seed{seed}"
@@ -602,8 +613,9 @@ def bench_game(game: str, args: argparse.Namespace, root: Path, search=None,
     out: dict[str, Any] = {"bench": "league_vs_selfplay", "game": name, "minutes": args.minutes, "seeds": seeds,
                            "measure": measure_name, "config": f"configs/{game}.yaml",
                            "selfplay_overrides": list(SELFPLAY_OVERRIDES), "set": list(args.set)}
-    if kept:
-        out["selfplay_from"] = str(kept_folder(args, game))
+    for side in SIDES:
+        if kept.get(side):
+            out[f"{side}_from"] = str(kept_folder(args, game, side))
     if not exact:
         out["probe_steps"] = args.probe_steps
         out["probe_eval_episodes"] = args.probe_eval_episodes
@@ -684,6 +696,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="a dotted config override applied to both sides")
     parser.add_argument("--storage", metavar="DIR",
                         help="keep the runs' stores in DIR/GAME/SIDE-seedN (default: a temporary folder, removed)")
+    parser.add_argument("--league-from", metavar="DIR",
+                        help="take the league side from the stores a bench kept with --storage DIR (same --minutes "
+                             "and config) instead of running it; with --selfplay-from too nothing runs: the kept "
+                             "runs are measured")
     parser.add_argument("--selfplay-from", metavar="DIR",
                         help="take the self-play side from the stores an earlier bench kept with --storage DIR "
                              "(same --minutes, self-play's config the same) instead of running it; its env steps/s "
@@ -715,7 +731,7 @@ def main(argv=None) -> int:
             searches[game] = search_spec(game, name, params, args)
             if keep and (root / game).exists() and any((root / game).iterdir()):
                 raise ValueError(f"--storage {root}: {root / game} is not empty (the launcher would resume those runs)")
-            kept[game] = kept_selfplay(game, args)
+            kept[game] = {side: kept_stores(game, args, side) for side in SIDES}
         for game in args.games:
             print(json.dumps(bench_game(game, args, root, searches[game], kept[game])), flush=True)
     except (ConfigError, ValueError, RuntimeError) as exc:

@@ -26,7 +26,7 @@ from envs import make_game
 from league.config import load_config
 from league.pool import AgentRecord, AgentType
 from league.store import LeagueStore
-from policies.exploitability import expected_returns_matrix
+from policies.exploitability import exact_nash_conv, expected_returns_matrix
 from policies.net import ActorCritic, PolicySpec
 from policies.snapshot import policy_to_bytes
 
@@ -344,6 +344,36 @@ def test_a_kept_store_without_its_record_gives_the_span_of_its_writes(tmp_path):
         bench.kept_run(tmp_path / "fresh", 15, {})
     with pytest.raises(ValueError, match="no league store"):
         bench.kept_run(tmp_path / "missing", 15, {})
+
+
+def test_with_both_sides_kept_nothing_runs_and_each_side_is_measured_from_its_own_store(tmp_path):
+    """``--league-from`` and ``--selfplay-from`` together: runs made elsewhere (a GPU machine) are
+    measured here, each side's exact NashConv from its own kept store, with the kept runs' seconds."""
+    game = make_game("kuhn_poker", 1)
+    kept = tmp_path / "kept" / "kuhn_poker"
+    mixtures = {"league": ([leaning_model(game, 1, 2.0), leaning_model(game, 0, 2.0)], [0.5, 0.5]),
+                "selfplay": ([leaning_model(game, 0, 10.0)], [1.0])}
+    for side, (models, weights) in mixtures.items():
+        nash_store(kept / f"{side}-seed1", "kuhn_poker", models, weights)
+        with LeagueStore(kept / f"{side}-seed1", create=False) as store, store.transaction() as db:
+            db.execute("INSERT INTO counters VALUES ('env_steps', 6000.0)")
+        bench.write_run_record(kept / f"{side}-seed1", 60.0 if side == "league" else 30.0, 1.0,
+                               bench.played_config("kuhn_poker", side, []))
+    out = subprocess.run([sys.executable, "-m", "bench.league_vs_selfplay", "--game", "kuhn_poker", "--minutes", "1",
+                          "--seeds", "1", "--league-from", str(tmp_path / "kept"), "--selfplay-from",
+                          str(tmp_path / "kept")], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "min run" not in out.stderr  # nothing ran
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["league_from"] == result["selfplay_from"] == str(kept)
+    for side, (models, weights) in mixtures.items():
+        exact = exact_nash_conv(game, models, weights)["nash_conv"]
+        assert result[side]["values"] == [pytest.approx(exact, abs=1e-9)], side
+    assert result["league"]["values"] != result["selfplay"]["values"]  # the sides were not swapped
+    assert result["league"]["env_steps_per_s"]["values"] == [100.0]  # 6,000 env steps over the record's 60 s
+    assert result["selfplay"]["env_steps_per_s"]["values"] == [200.0]
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--league-from", str(tmp_path / "nowhere")])
 
 
 def test_selfplay_from_a_folder_that_is_not_there_is_refused_before_anything_runs(tmp_path, capsys):
