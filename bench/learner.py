@@ -22,6 +22,7 @@ coordinator's round trip per update are not in it: the league's learner gets at 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import time
@@ -61,24 +62,28 @@ def rollout_pieces(obs: np.ndarray, mask: np.ndarray, pieces: int, seed: int = 0
     return [full.slice(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
-def time_update(model, optimizer, pieces: list[Rollout], ppo, device: torch.device) -> dict[str, float]:
-    """One update's stages, in milliseconds (CUDA work waited for before each clock reading)."""
+def time_update(model, optimizer, pieces: list[Rollout], ppo, device: torch.device) -> tuple[dict[str, float], int]:
+    """One update's stages, in milliseconds (CUDA work waited for before each clock reading), and
+    the minibatch steps ``ppo_update`` took."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     t0 = time.perf_counter()
     data = Rollout.concat(pieces)
     t1 = time.perf_counter()
-    ppo_update(model, optimizer, data, ppo)
+    stats = ppo_update(model, optimizer, data, ppo)
     sync()
     t2 = time.perf_counter()
     policy_to_bytes(model)
     t3 = time.perf_counter()
-    return {"concat": (t1 - t0) * 1e3, "update": (t2 - t1) * 1e3, "publish": (t3 - t2) * 1e3}
+    return {"concat": (t1 - t0) * 1e3, "update": (t2 - t1) * 1e3, "publish": (t3 - t2) * 1e3}, stats["num_minibatches"]
 
 
 def bench(config: str, overrides: list[str], device_name: str, minibatches: list[int] | None, updates: int) -> dict:
     cfg = load_config(config, overrides)
     torch.set_num_threads(1)  # as the learner actor runs
-    device = resolve_device(device_name, [0] if device_name.startswith("cuda") else [])
+    try:
+        device = resolve_device(device_name, [])
+    except ValueError as exc:  # an unknown device, or CUDA where torch sees none
+        raise ValueError(f"--device {device_name}: {exc}") from None
     info = game_info(cfg.game.name, **cfg.game.params)
     spec = policy_spec(cfg.policy, info.obs_size, info.num_actions, info.obs_shape, info.channels_last)
     n = cfg.rollout.steps_per_batch
@@ -88,15 +93,15 @@ def bench(config: str, overrides: list[str], device_name: str, minibatches: list
     sizes = minibatches or [cfg.ppo.minibatch_size, 4 * cfg.ppo.minibatch_size]
     rows = []
     for size in sizes:
-        ppo = type(cfg.ppo)(**{**cfg.ppo.__dict__, "minibatch_size": size})
+        ppo = dataclasses.replace(cfg.ppo, minibatch_size=size)
         torch.manual_seed(0)
         model = build_policy(spec).to(device)
         optimizer = make_optimizer(model, ppo)
         time_update(model, optimizer, pieces, ppo, device)  # warm-up
         runs = [time_update(model, optimizer, pieces, ppo, device) for _ in range(updates)]
-        stages = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        stages = {k: statistics.median(ms[k] for ms, _ in runs) for k in runs[0][0]}
         total = sum(stages.values())
-        rows.append({"minibatch_size": size, "minibatches_per_update": ppo.epochs * -(-decisions // size),
+        rows.append({"minibatch_size": size, "minibatches_per_update": runs[-1][1],
                      "ms": {k: round(v, 2) for k, v in stages.items()}, "ms_total": round(total, 2),
                      "decisions_per_s": round(decisions / (total / 1e3), 1)})
     return {"bench": "learner", "config": config, "set": overrides, "game": cfg.game.name, "device": str(device),
@@ -115,8 +120,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.updates < 1 or any(m < 1 for m in args.minibatch or []):
         parser.error("--updates and --minibatch must be >= 1")
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        parser.error(f"--device {args.device}: torch sees no CUDA device")
     try:
         out = bench(args.config, args.set, args.device, args.minibatch, args.updates)
     except (ConfigError, ValueError) as exc:

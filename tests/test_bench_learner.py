@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from bench import learner
 from bench.nets import positions
@@ -36,14 +37,18 @@ def test_each_minibatch_size_times_the_configs_update():
                         [128, 600], updates=1)
     assert out["decisions_per_update"] == 600 and out["device"] == "cpu" and out["epochs"] == 4
     assert [r["minibatch_size"] for r in out["rows"]] == [128, 600]
-    assert [r["minibatches_per_update"] for r in out["rows"]] == [4 * 5, 4 * 1]  # epochs x ceil(600 / size)
+    # the steps ppo_update took: the config's 4 epochs of ceil(600 / size) minibatches each
+    assert [r["minibatches_per_update"] for r in out["rows"]] == [4 * 5, 4 * 1]
     for r in out["rows"]:
         assert r["ms_total"] == pytest.approx(sum(r["ms"].values()), abs=0.02)
         assert r["decisions_per_s"] == pytest.approx(600 / (r["ms_total"] / 1e3), rel=0.01)
 
 
 def test_bad_options_are_refused_with_the_option_named():
-    for argv, named in ((["--updates", "0"], "--updates"), (["--set", "ppo.epochs=0"], "ppo.epochs")):
+    bad = [(["--updates", "0"], "--updates"), (["--set", "ppo.epochs=0"], "ppo.epochs")]
+    if not torch.cuda.is_available():
+        bad.append((["--device", "cuda"], "no CUDA device"))
+    for argv, named in bad:
         out = subprocess.run([sys.executable, "-m", "bench.learner", *argv], capture_output=True, text=True,
                              timeout=120, cwd=ROOT)
         assert out.returncode == 2 and named in out.stderr, out.stderr
