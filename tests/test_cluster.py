@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -69,11 +70,16 @@ def ray_cli(*args: str) -> None:
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
 
 
-def node_args(k: int) -> list[str]:
-    """Ports of node ``k`` on this machine: each raylet gets its own worker-port range and agent ports."""
+def node_args(k: int, temp_dir: str | None = None) -> list[str]:
+    """Ports of node ``k`` on this machine: each raylet gets its own worker-port range and agent ports,
+    and a worker node its own ``temp_dir``, as a machine of its own has its own disk. Nodes sharing one
+    temp dir share the session's runtime_resources: a node's agent, setting up the job's working_dir
+    for its first actor, removes and unpacks again the folder the job's driver imports from (Ray's
+    working_dir plugin unpacks with ``overwrite=True``), and the driver's next import fails."""
     return ["--node-ip-address=127.0.0.1", "--disable-usage-stats", f"--min-worker-port={10100 + 1000 * k}",
             f"--max-worker-port={10999 + 1000 * k}", f"--dashboard-agent-listen-port={52401 + k}",
-            f"--metrics-export-port={HEAD_METRICS_PORT if k == 0 else 8091 + k}"]
+            f"--metrics-export-port={HEAD_METRICS_PORT if k == 0 else 8091 + k}"] + \
+        ([f"--temp-dir={temp_dir}"] if temp_dir else [])
 
 
 def free_port() -> int:
@@ -103,6 +109,8 @@ def cluster(tmp_path_factory):
     from ray.util.state import list_nodes
 
     prom, prom_url = start_prometheus(tmp_path_factory.mktemp("prometheus"))
+    # short: Ray's unix sockets live under a node's temp dir (a socket path holds at most 107 bytes)
+    node_dirs = {k: tempfile.mkdtemp(prefix=f"rn{k}_", dir="/tmp") for k in (1, 2)}
     try:
         ray_cli("start", "--head", f"--port={GCS_PORT}", "--num-cpus=2", '--resources={"league_storage": 1}',
                 "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={DASHBOARD_PORT}",
@@ -110,7 +118,7 @@ def cluster(tmp_path_factory):
                 '--system-config={"health_check_period_ms": 1000, "health_check_failure_threshold": 3}', *node_args(0))
         for k in (1, 2):
             ray_cli("start", f"--address=127.0.0.1:{GCS_PORT}", "--num-cpus=4",
-                    f'--resources={{"league_worker": 1, "node_w{k}": 1}}', *node_args(k))
+                    f'--resources={{"league_worker": 1, "node_w{k}": 1}}', *node_args(k, node_dirs[k]))
         ray.init(address=f"127.0.0.1:{GCS_PORT}", namespace="league", log_to_driver=False)
         nodes = {n.node_id: n for n in wait_for(lambda: (lambda ns: ns if len(ns) == 3 else None)(
             list_nodes(filters=[("state", "=", "ALIVE")], detail=True)), timeout=60, what="three nodes")}
@@ -128,6 +136,8 @@ def cluster(tmp_path_factory):
             job["proc"].kill()
         ray.shutdown()
         subprocess.run([str(BIN / "ray"), "stop", "--force"], env=ENV, capture_output=True, timeout=120)
+        for folder in node_dirs.values():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def kill_node(marker: str) -> None:
