@@ -18,7 +18,7 @@ import numpy as np
 import ray
 import torch
 
-from actors import heap
+from actors import heap, priority
 from actors.outbox import Outbox
 from envs import make_game
 from envs.base import utility_range
@@ -132,6 +132,8 @@ class EvaluatorImpl:
                                                        time.perf_counter() - start))
 
     def run(self) -> int:
+        if not self.exact:  # sampled games yield the cores to learning (exact rounds are short and paced)
+            priority.lower_priority(self.cfg.evaluator.nice)
         last_measure, interval = 0.0, self.cfg.run.exploitability_every_seconds
         last_trim, idle = time.time(), IDLE_SECONDS
         pending = self.outbox.pending_batch()

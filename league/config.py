@@ -392,6 +392,10 @@ class EvaluatorConfig:
     # pair's CPU time is within this share of the time since the pair began
     # (actors.evaluator.pace_seconds); 1: no wait. Fewer sampled pairs measured, more CPU for the learners
     games_cpu_share: float = 1.0
+    # the sampling evaluator's nice value, 0 to 19 (actors.priority): Ray runs actors at 15, so 19
+    # puts the learners and workers first and its games play mostly on what they leave; 0 or up to
+    # 15: an equal share
+    nice: int = 0
     num_cpus: float = 0.25
     num_gpus: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)
@@ -574,6 +578,9 @@ class Config:
         _positive("evaluator.games_per_pair", self.evaluator.games_per_pair)
         _unit("evaluator.exploitability_cpu_share", self.evaluator.exploitability_cpu_share, open_low=True)
         _unit("evaluator.games_cpu_share", self.evaluator.games_cpu_share, open_low=True)
+        nice = self.evaluator.nice
+        if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
+            raise ConfigError("evaluator.nice", f"must be a whole number from 0 to 19, got {nice!r}")
         _nonneg("evaluator.probe_every_seconds", self.evaluator.probe_every_seconds)
         for name in ("probe_steps", "probe_eval_episodes", "probe_num_envs"):
             _positive(f"evaluator.{name}", getattr(self.evaluator, name))

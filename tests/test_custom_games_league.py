@@ -173,9 +173,9 @@ def user_ray(request, tmp_path_factory):
             os.environ["PYTHONPATH"] = before
 
 
-def run_league(storage, game: str, *overrides, until, timeout=120.0, config="configs/smoke.yaml"):
+def run_league(storage, game: str, *overrides, until, timeout=120.0, config="configs/smoke.yaml", before_stop=None):
     """A small league on ``game`` in this process's Ray until ``until(status)``; stopped, killed,
-    and the last status returned."""
+    and the last status returned. ``before_stop(league)`` looks at the running league first."""
     from actors.launch import LeagueRun, load
 
     cfg, info = load(["--config", config, f"game.name={game}", f"run.storage={storage}",
@@ -192,20 +192,45 @@ def run_league(storage, game: str, *overrides, until, timeout=120.0, config="con
                 break
             time.sleep(1)
         stats = {wid: __import__("ray").get(w.get_stats.remote()) for wid, w in league.workers.items()}
+        if before_stop is not None:
+            before_stop(league)
         final = league.stop()
     finally:
         league.kill()
     return status, final, stats
 
 
+def thread_nice(pid: int) -> set[int]:
+    """The nice values of a process's threads, as the kernel reports them (``stat``'s 19th field)."""
+    values = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            values.add(int((task / "stat").read_text().rsplit(")", 1)[1].split()[16]))
+        except (OSError, IndexError):  # the thread ended
+            continue
+    return values
+
+
 def test_a_game_that_raises_mid_run_drops_episodes_and_the_league_goes_on(user_ray, tmp_path):
-    seen = {}
+    """A user's game that raises now and then: its episodes are dropped, the league goes on. The
+    run's sampling evaluator plays at the lowest CPU priority (evaluator.nice=19): every thread
+    of its process, the worker's at Ray's own 15."""
+    import ray
+
+    seen, nice = {}, {}
 
     def until(status):
         seen.setdefault("first", status["games"])
         return status["games"] > seen["first"] + 3000 and status["pool_size"] >= 2
 
-    status, final, stats = run_league(tmp_path, "flaky_boxes:FlakyBoxes", until=until)
+    def look(league):
+        nice["evaluator"] = thread_nice(ray.get(league.evaluators["evaluator:0"].get_stats.remote())["pid"])
+        nice["learner"] = thread_nice(ray.get(next(iter(league.learners.values())).info.remote())["pid"])
+
+    status, final, stats = run_league(tmp_path, "flaky_boxes:FlakyBoxes", "evaluator.nice=19", until=until,
+                                      before_stop=look)
+    assert nice["evaluator"] == {19}, nice
+    assert max(nice["learner"]) < 19, nice  # the learners keep theirs
     errors = sum(s["game_errors"] for s in stats.values())
     assert errors > 0, stats  # the game did raise, in the workers
     assert status["games"] > seen["first"] + 3000 and final["pool_size"] >= 2, status
