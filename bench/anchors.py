@@ -8,6 +8,7 @@
         --anchors uniform,policies.scripted:attack_nearest
     python -m bench.anchors --config configs/connect_four.yaml (--uniform | --storage RUN)
     python -m bench.anchors --storage RUN --versus OTHER_RUN [--versus-games 200] [--anchors ...]
+    python -m bench.anchors --storage RUN --versus OTHER_RUN --agent main_agent-0-v160 [--anchors ...]
 
 For each run folder it loads the latest published Nash mixture (no Ray) and
 plays ``--games`` whole games against each anchor, seats alternating, one
@@ -38,6 +39,12 @@ head to head (``bench.league_vs_selfplay.head_to_head``: ``--versus-games`` game
 its Nash weight against one member of the other mixture drawn per game, seats alternating), the
 run's score with its 95% interval: two configs of one game compared directly.
 
+With ``--agent ID`` each run is scored by its snapshot ``ID`` instead of its published mixture,
+against the anchors and, with ``--versus``, against the other run's snapshot of the same id
+(``main_agent-0-v160``: two runs' main agents after the same 160 updates, what a league and
+self-play learn per update rather than per second). A run without that snapshot is an error
+naming both.
+
 ``--params`` and ``--teams`` (JSON) are the game's parameters and, for a team
 game, its ``game.teams`` (with ``--config``, the config's).
 
@@ -58,16 +65,17 @@ import time
 DEFAULT_ANCHORS = "uniform,mcts:10,mcts:100,mcts:1000"
 
 
-def _stored_mixture(run_dir: str):
+def _stored_mixture(run_dir: str, agent: str | None = None):
+    """A run's game and what it plays: its published mixture, or with ``agent`` that snapshot."""
     from league.store import LeagueStore
-    from policies.exploitability import load_nash_mixture
+    from policies.exploitability import load_subject
 
     store = LeagueStore(run_dir, create=False)
     try:
         game, params = store.get_meta("game"), store.get_meta("game_params") or {}
     finally:
         store.close()
-    ids, models, weights = load_nash_mixture(run_dir)
+    ids, models, weights = load_subject(run_dir, agent)
     return game, params, ids, models, weights
 
 
@@ -79,16 +87,18 @@ def score_mixture(game: str, params: dict, models, weights, anchors: list[str], 
                 if k != "anchor"} for a in anchors}
 
 
-def _versus(run_dir: str, other: str, game: str, params: dict, games: int, seed: int) -> dict:
-    """``run_dir``'s mixture against ``other``'s, head to head; both runs must be of one game."""
+def _versus(run_dir: str, other: str, game: str, params: dict, games: int, seed: int,
+            agent: str | None = None) -> dict:
+    """``run_dir``'s mixture against ``other``'s, head to head; both runs must be of one game.
+    ``agent``: that snapshot of each run instead of its mixture."""
     from pathlib import Path
 
     from bench.league_vs_selfplay import head_to_head
 
-    other_game, other_params, *_ = _stored_mixture(other)
+    other_game, other_params, *_ = _stored_mixture(other, agent)
     if (other_game, other_params) != (game, params):
         raise ValueError(f"--versus {other}: a run of {other_game} {other_params}, not of {game} {params}")
-    result = head_to_head(game, params, Path(run_dir), Path(other), games, seed)
+    result = head_to_head(game, params, Path(run_dir), Path(other), games, seed, agent=agent)
     return {"storage": other, **result}
 
 
@@ -97,6 +107,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--storage", action="append", metavar="RUN_DIR", help="a league run folder (repeatable)")
     what.add_argument("--uniform", action="store_true", help="score uniform random play (needs --game)")
+    parser.add_argument("--agent", metavar="ID", help="score this snapshot of each run (and of --versus) instead "
+                                                     "of its published mixture, e.g. main_agent-0-v160")
     parser.add_argument("--game", help="game name (with --uniform)")
     parser.add_argument("--params", type=json.loads, default={}, help="the game's parameters, JSON (with --uniform)")
     parser.add_argument("--teams", type=json.loads, default=None,
@@ -139,6 +151,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--uniform needs --game")
     if args.games < 1:
         parser.error(f"--games must be >= 1, got {args.games}")
+    if args.agent is not None and args.uniform:
+        parser.error("--agent scores a snapshot of --storage runs, not --uniform")
     if args.versus is not None and args.uniform:
         parser.error("--versus scores --storage runs, not --uniform")
     if args.versus_games < 1:
@@ -179,7 +193,7 @@ def main(argv=None) -> int:
             if run_dir is None:
                 game, params, ids, models, weights = args.game, args.kwargs, ["uniform"], [None], [1.0]
             else:
-                game, params, ids, models, weights = _stored_mixture(run_dir)
+                game, params, ids, models, weights = _stored_mixture(run_dir, args.agent)
             scores = score_mixture(game, params, models, weights, args.anchors, args.games, args.seed)
             scores_cpu = time.process_time() - cpu0
             searched, searched_cpu = None, 0.0
@@ -193,11 +207,12 @@ def main(argv=None) -> int:
                 searched_cpu = time.process_time() - cpu0 - scores_cpu
             versus = None
             if args.versus is not None:
-                versus = _versus(run_dir, args.versus, game, params, args.versus_games, args.seed)
+                versus = _versus(run_dir, args.versus, game, params, args.versus_games, args.seed, args.agent)
         except ValueError as exc:
             print(json.dumps({"error": str(exc), "storage": run_dir}), file=sys.stderr)
             return 2
         line = {"bench": "anchors", "storage": run_dir or "uniform", "game": game, "support": len(ids),
+                **({"agent": args.agent} if args.agent else {}),
                 "anchors": scores, "seconds": round(time.perf_counter() - t0, 1)}
         if searched is not None:
             line["search"] = searched

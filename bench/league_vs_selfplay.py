@@ -526,20 +526,22 @@ def search_spec(game: str, name: str, params: dict, args: argparse.Namespace):
 
 
 def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage: Path, episodes: int,
-                 seed: int, num_envs: int = 256) -> dict:
+                 seed: int, num_envs: int = 256, agent: str | None = None) -> dict:
     """The league mixture's mean score in [0, 1] against the self-play mixture: each league
     member plays whole games (seats alternated) against the self-play mixture, which draws
-    one member per game; members' episodes by Nash weight, weighted back by Nash weight."""
+    one member per game; members' episodes by Nash weight, weighted back by Nash weight.
+    ``agent``: the snapshot of that id in each store plays instead of its mixture (two runs'
+    main agents after the same number of updates, say)."""
     import numpy as np
 
     from envs import make_game
     from policies.anchors import protocol_envs
     from policies.best_response import evaluate
-    from policies.exploitability import load_nash_mixture
+    from policies.exploitability import load_subject
     from policies.rollout import EpisodeMixture
 
-    _, league_models, league_w = load_nash_mixture(league_storage)
-    _, selfplay_models, selfplay_w = load_nash_mixture(selfplay_storage)
+    _, league_models, league_w = load_subject(league_storage, agent)
+    _, selfplay_models, selfplay_w = load_subject(selfplay_storage, agent)
     rng = np.random.default_rng(seed)
     if params.get("teams") is not None:  # a team game holds every agent's decisions of a running game
         num_envs = protocol_envs(game, params, num_envs)

@@ -435,3 +435,27 @@ def test_search_on_a_game_search_cannot_play_stops_the_bench_before_any_run(tmp_
     assert bench.main(["--game", "kuhn_poker", "--search", "50", "--storage", str(tmp_path)]) == 2
     assert "--search" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_bench_anchors_agent_scores_one_snapshot_of_each_run_not_its_mixture(tmp_path):
+    """``--agent ID``: each run's snapshot ID plays (two runs' main agents after the same updates),
+    against the anchors and head to head; the published mixtures (other members) play no part."""
+    game = make_game("kuhn_poker", 1)
+    bettor, passive = leaning_model(game, 1, 10.0), leaning_model(game, 0, 10.0)
+    nash_store(tmp_path / "a", "kuhn_poker", [*sharp_models(game, 1, seed=0), bettor], [1.0, 0.0])
+    nash_store(tmp_path / "b", "kuhn_poker", [*sharp_models(game, 1, seed=1), passive], [1.0, 0.0])
+    cmd = [sys.executable, "-m", "bench.anchors", "--storage", str(tmp_path / "a"), "--anchors", "uniform",
+           "--games", "20", "--versus-games", "20000", "--seed", "4", "--versus", str(tmp_path / "b")]
+    out = subprocess.run([*cmd, "--agent", "main_agent-0-v1"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    line = json.loads(out.stdout.strip().splitlines()[-1])
+    assert line["agent"] == "main_agent-0-v1" and line["support"] == 1
+    # exact: the bettor in seat 0 against the passive net in seat 1, and the swap (Kuhn's returns in [-2, 2])
+    as0 = (expected_returns_matrix("kuhn_poker", [bettor], [passive])[0, 0] + 2.0) / 4.0
+    as1 = (-expected_returns_matrix("kuhn_poker", [passive], [bettor])[0, 0] + 2.0) / 4.0
+    lo, hi = line["versus"]["ci95"]
+    assert lo <= 0.5 * (as0 + as1) <= hi, (line["versus"], as0, as1)
+    mixtures = bench.head_to_head("kuhn_poker", {}, tmp_path / "a", tmp_path / "b", 20000, seed=4)
+    assert mixtures["ci95"][1] < lo or mixtures["ci95"][0] > hi  # the mixtures' score is another
+    missing = subprocess.run([*cmd, "--agent", "main_agent-0-v7"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert missing.returncode == 2 and "no snapshot 'main_agent-0-v7'" in missing.stderr, missing.stderr
