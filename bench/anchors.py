@@ -41,9 +41,9 @@ run's score with its 95% interval: two configs of one game compared directly.
 
 With ``--agent ID`` each run is scored by its snapshot ``ID`` instead of its published mixture,
 against the anchors and, with ``--versus``, against the other run's snapshot of the same id
-(``main_agent-0-v160``: two runs' main agents after the same 160 updates, what a league and
-self-play learn per update rather than per second). A run without that snapshot is an error
-naming both.
+(``main_agent-0-v160``: each run's 160th main snapshot, so with one ``snapshot_every_steps``
+two runs' main agents after the same number of decisions trained on: what a league and self-play
+learn per decision rather than per second). A run without that snapshot is an error naming both.
 
 ``--params`` and ``--teams`` (JSON) are the game's parameters and, for a team
 game, its ``game.teams`` (with ``--config``, the config's).
