@@ -66,9 +66,10 @@ def test_a_config_that_already_is_self_play_is_refused_until_the_league_side_dif
     assert bench.check_configs("leduc_poker", ["evaluator.publish=nash", "roles.league_exploiter.count=1"])
 
 
-def test_runs_alternate_sides_seed_by_seed():
-    assert bench.run_order([1, 2, 3]) == [(1, "league"), (1, "selfplay"), (2, "league"), (2, "selfplay"),
+def test_runs_alternate_sides_seed_by_seed_and_which_goes_first_by_the_seeds_parity():
+    assert bench.run_order([1, 2, 3]) == [(1, "league"), (1, "selfplay"), (2, "selfplay"), (2, "league"),
                                           (3, "league"), (3, "selfplay")]
+    assert bench.run_order([4]) == [(4, "selfplay"), (4, "league")]  # --first-seed 4: as in a longer series
 
 
 def test_bad_sides_and_options_are_refused_with_the_option_named(capsys):
