@@ -38,8 +38,9 @@ def thread_ids() -> list[int]:
 
 def lower_priority(nice: int) -> int:
     """Raise every thread of this process to at least ``nice`` (0 to 19; 0 changes nothing; a
-    thread already above it keeps its own) and return how many threads are now at least there. A thread gone meanwhile is skipped; where priorities cannot
-    be set (no ``os.setpriority``, a refusal) the process runs on as it was, logged."""
+    thread already above it keeps its own) and return how many threads are now at least there.
+    A thread gone meanwhile is skipped; where priorities cannot be set (no ``os.setpriority``, a
+    refusal) the process runs on as it was, logged."""
     if not 0 <= nice <= MAX_NICE:
         raise ValueError(f"nice must be 0 to {MAX_NICE}, got {nice!r}")
     if nice == 0 or not hasattr(os, "setpriority"):

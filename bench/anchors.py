@@ -65,16 +65,19 @@ import time
 DEFAULT_ANCHORS = "uniform,mcts:10,mcts:100,mcts:1000"
 
 
+def _stored_game(run_dir: str) -> tuple[str, dict]:
+    """A run's game and its parameters, from its store's meta."""
+    from league.store import LeagueStore
+
+    with LeagueStore(run_dir, create=False) as store:
+        return store.get_meta("game"), store.get_meta("game_params") or {}
+
+
 def _stored_mixture(run_dir: str, agent: str | None = None):
     """A run's game and what it plays: its published mixture, or with ``agent`` that snapshot."""
-    from league.store import LeagueStore
     from policies.exploitability import load_subject
 
-    store = LeagueStore(run_dir, create=False)
-    try:
-        game, params = store.get_meta("game"), store.get_meta("game_params") or {}
-    finally:
-        store.close()
+    game, params = _stored_game(run_dir)
     ids, models, weights = load_subject(run_dir, agent)
     return game, params, ids, models, weights
 
@@ -95,7 +98,7 @@ def _versus(run_dir: str, other: str, game: str, params: dict, games: int, seed:
 
     from bench.league_vs_selfplay import head_to_head
 
-    other_game, other_params, *_ = _stored_mixture(other, agent)
+    other_game, other_params = _stored_game(other)  # head_to_head loads what it plays
     if (other_game, other_params) != (game, params):
         raise ValueError(f"--versus {other}: a run of {other_game} {other_params}, not of {game} {params}")
     result = head_to_head(game, params, Path(run_dir), Path(other), games, seed, agent=agent)

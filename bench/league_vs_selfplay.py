@@ -534,7 +534,7 @@ def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage
     member plays whole games (seats alternated) against the self-play mixture, which draws
     one member per game; members' episodes by Nash weight, weighted back by Nash weight.
     ``agent``: the snapshot of that id in each store plays instead of its mixture (two runs'
-    main agents after the same number of updates, say)."""
+    main agents after the same number of decisions trained on, say)."""
     import numpy as np
 
     from envs import make_game

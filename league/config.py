@@ -578,9 +578,8 @@ class Config:
         _positive("evaluator.games_per_pair", self.evaluator.games_per_pair)
         _unit("evaluator.exploitability_cpu_share", self.evaluator.exploitability_cpu_share, open_low=True)
         _unit("evaluator.games_cpu_share", self.evaluator.games_cpu_share, open_low=True)
-        nice = self.evaluator.nice
-        if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
-            raise ConfigError("evaluator.nice", f"must be a whole number from 0 to 19, got {nice!r}")
+        if not 0 <= self.evaluator.nice <= 19:  # an integer already (_coerce)
+            raise ConfigError("evaluator.nice", f"must be from 0 to 19, got {self.evaluator.nice!r}")
         _nonneg("evaluator.probe_every_seconds", self.evaluator.probe_every_seconds)
         for name in ("probe_steps", "probe_eval_episodes", "probe_num_envs"):
             _positive(f"evaluator.{name}", getattr(self.evaluator, name))

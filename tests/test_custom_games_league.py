@@ -201,12 +201,12 @@ def run_league(storage, game: str, *overrides, until, timeout=120.0, config="con
 
 
 def thread_nice(pid: int) -> set[int]:
-    """The nice values of a process's threads, as the kernel reports them (``stat``'s 19th field)."""
+    """The nice values of a process's threads, as the kernel reports them."""
     values = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            values.add(int((task / "stat").read_text().rsplit(")", 1)[1].split()[16]))
-        except (OSError, IndexError):  # the thread ended
+            values.add(os.getpriority(os.PRIO_PROCESS, int(task.name)))
+        except ProcessLookupError:  # the thread ended
             continue
     return values
 
