@@ -17,6 +17,11 @@ processes used over the window, on average) and ``top``: [label, share of the ki
 cores charged to it (``cores`` times the share)], largest first. Run it beside a league started as
 usual, e.g. ``python -m actors.launch --config configs/connect_four.yaml`` in another terminal,
 after its start-up. py-spy needs the right to trace the processes (root, or ptrace_scope 0).
+
+``--rate 0``: CPU time only, no py-spy, for a window as long as a run (``--seconds 900`` started
+with the launcher): the league's processes are looked up again every 2 s, so an actor that starts
+during the window counts from its start and one that ends counts up to when it was last seen.
+``top`` is then empty.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.soak import actor_kind, cpu_seconds, title
+from bench.soak import CLOCK_TICKS, actor_kind, cpu_seconds, title
 
 # a file of this project's packages, wherever its checkout is (not an installed library)
 OURS = re.compile(r"/((?:actors|bench|envs|league|monitoring|nash_league|policies|serve)/[^/]+\.py)$")
@@ -88,6 +93,56 @@ def league_processes() -> dict[str, list[int]]:
     return kinds
 
 
+def start_ticks(pid: int) -> int:
+    """When a process started, in clock ticks since boot (``/proc/PID/stat``'s 22nd field)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
+def cpu_used(scans: list[dict[tuple[str, int, int], float]], window_start: int) -> dict[str, tuple[int, float]]:
+    """Per kind, its processes and the CPU seconds they used within a window, from scans in order:
+    each ``{(kind, pid, start_ticks): cpu_seconds}``. A process counts from its first scan, or from
+    0 where it started after ``window_start`` (ticks since boot), to its last scan."""
+    first: dict[tuple, float] = {}
+    last: dict[tuple, float] = {}
+    for scan in scans:
+        for key, cpu in scan.items():
+            first.setdefault(key, 0.0 if key[2] > window_start else cpu)
+            last[key] = cpu
+    out: dict[str, tuple[int, float]] = {}
+    for key, cpu in last.items():
+        n, used = out.get(key[0], (0, 0.0))
+        out[key[0]] = (n + 1, used + cpu - first[key])
+    return out
+
+
+def profile_cpu(kinds: list[str] | None, seconds: float, every: float = 2.0) -> dict:
+    """Each kind's processes and the cores they used over ``seconds``, no stacks sampled: the
+    league's processes looked up every ``every`` seconds (``cpu_used``)."""
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    window_start = int(uptime * CLOCK_TICKS)
+    start = time.perf_counter()
+    scans = []
+    while True:
+        scan = {}
+        for kind, pids in league_processes().items():
+            if kinds and kind not in kinds:
+                continue
+            for pid in pids:
+                try:
+                    scan[(kind, pid, start_ticks(pid))] = cpu_seconds(pid)
+                except (OSError, ValueError, IndexError):
+                    continue
+        scans.append(scan)
+        left = seconds - (time.perf_counter() - start)
+        if left <= 0:
+            break
+        time.sleep(min(every, left))
+    elapsed = time.perf_counter() - start
+    return {kind: {"processes": n, "cores": round(used / elapsed, 3), "cpu_seconds": round(used, 1),
+                   "samples": 0, "top": []}
+            for kind, (n, used) in sorted(cpu_used(scans, window_start).items())}
+
+
 def py_spy() -> str:
     exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(exe).exists():
@@ -134,11 +189,21 @@ def profile(kinds: dict[str, list[int]], seconds: float, rate: int) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to sample (default 60)")
-    parser.add_argument("--rate", type=int, default=20, help="samples a second per process (default 20)")
+    parser.add_argument("--rate", type=int, default=20, help="samples a second per process (default 20); 0: CPU time only, no py-spy")
     parser.add_argument("--kind", action="append", help="only these actor kinds (repeatable; default all)")
     args = parser.parse_args(argv)
-    if args.seconds < 1 or args.rate < 1:
-        parser.error("--seconds and --rate must be at least 1")
+    if args.seconds < 1 or args.rate < 0:
+        parser.error("--seconds must be at least 1 and --rate at least 0")
+    if args.rate == 0:
+        kinds_out = profile_cpu(args.kind, args.seconds)
+        if not kinds_out:
+            print("bench.profile: no league ran on this machine in the window (no ray::<Actor> processes found)",
+                  file=sys.stderr)
+            return 1
+        for kind, k in kinds_out.items():
+            print(f"{kind}: {k['processes']} processes, {k['cores']} cores, {k['cpu_seconds']} CPU s", file=sys.stderr)
+        print(json.dumps({"seconds": args.seconds, "rate": 0, "kinds": kinds_out}), flush=True)
+        return 0
     kinds = league_processes()
     if args.kind:
         kinds = {k: v for k, v in kinds.items() if k in args.kind}

@@ -55,3 +55,38 @@ def test_a_recording_charges_a_busy_process_to_the_function_of_ours_it_runs():
     assert sum(share for share, _ in nash) > 0.9  # the loop itself is a sliver of each call
     # each figure is rounded to 3 decimals, so their sum may pass the process's by half a unit each
     assert out["processes"] == 1 and 0 < sum(cores for _, cores in nash) <= out["cores"] + 0.0005 * (len(nash) + 1)
+
+
+def test_cpu_only_counts_each_process_within_the_window_from_its_scans():
+    from bench.profile import cpu_used
+
+    window_start = 1000  # clock ticks since boot
+    scans = [
+        {("learner", 11, 500): 40.0, ("worker", 12, 600): 5.0, ("worker", 13, 700): 1.0},
+        {("learner", 11, 500): 42.5, ("worker", 12, 600): 6.0, ("worker", 14, 1200): 0.75},  # 13 ended, 14 began
+        {("learner", 11, 500): 45.0, ("worker", 12, 600): 7.5, ("worker", 14, 1200): 2.0},
+    ]
+    used = cpu_used(scans, window_start)
+    assert used["learner"] == (1, 5.0)
+    # 12: 7.5 - 5.0; 13: seen once, nothing within the window; 14: started inside it, from 0
+    assert used["worker"] == (3, 2.5 + 0.0 + 2.0)
+    # a pid reused by another process (another start time) is another process
+    again = cpu_used([{("x", 5, 10): 3.0}, {("x", 5, 2000): 1.0}], window_start)
+    assert again["x"] == (2, 0.0 + 1.0)
+
+
+def test_cpu_only_reads_a_running_process_without_py_spy(monkeypatch):
+    import bench.profile as prof
+
+    proc = subprocess.Popen([sys.executable, "-c", "print('ready', flush=True)\nwhile True:\n    pass\n"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        monkeypatch.setattr(prof, "league_processes", lambda: {"busy": [proc.pid], "other": [proc.pid]})
+        out = prof.profile_cpu(["busy"], seconds=2, every=0.5)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert list(out) == ["busy"] and out["busy"]["processes"] == 1 and out["busy"]["top"] == []
+    # a busy loop uses CPU in any 2 s, and at most the one core it runs on
+    assert 0 < out["busy"]["cpu_seconds"] and out["busy"]["cores"] <= 1.0 + 0.01
