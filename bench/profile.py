@@ -37,7 +37,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.soak import CLOCK_TICKS, actor_kind, cpu_seconds, title
+from bench.soak import CLOCK_TICKS, actor_kind, cpu_and_start, cpu_seconds, title
 
 # a file of this project's packages, wherever its checkout is (not an installed library)
 OURS = re.compile(r"/((?:actors|bench|envs|league|monitoring|nash_league|policies|serve)/[^/]+\.py)$")
@@ -93,11 +93,6 @@ def league_processes() -> dict[str, list[int]]:
     return kinds
 
 
-def start_ticks(pid: int) -> int:
-    """When a process started, in clock ticks since boot (``/proc/PID/stat``'s 22nd field)."""
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-
-
 def cpu_used(scans: list[dict[tuple[str, int, int], float]], window_start: int) -> dict[str, tuple[int, float]]:
     """Per kind, its processes and the CPU seconds they used within a window, from scans in order:
     each ``{(kind, pid, start_ticks): cpu_seconds}``. A process counts from its first scan, or from
@@ -129,9 +124,10 @@ def profile_cpu(kinds: list[str] | None, seconds: float, every: float = 2.0) -> 
                 continue
             for pid in pids:
                 try:
-                    scan[(kind, pid, start_ticks(pid))] = cpu_seconds(pid)
+                    cpu, started = cpu_and_start(pid)
                 except (OSError, ValueError, IndexError):
                     continue
+                scan[(kind, pid, started)] = cpu
         scans.append(scan)
         left = seconds - (time.perf_counter() - start)
         if left <= 0:

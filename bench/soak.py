@@ -82,10 +82,16 @@ def descendants(pid: int) -> list[int]:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def cpu_and_start(pid: int) -> tuple[float, int]:
+    """The CPU time (user + system) a process has used and when it started (clock ticks since
+    boot), from one read of ``/proc/PID/stat``; OSError once it is gone."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / CLOCK_TICKS, int(stat[19])
+
+
 def cpu_seconds(pid: int) -> float:
     """The CPU time (user + system) a process has used; OSError once it is gone."""
-    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(stat[11]) + int(stat[12])) / CLOCK_TICKS
+    return cpu_and_start(pid)[0]
 
 
 def title(pid: int) -> str:

@@ -83,10 +83,16 @@ def test_cpu_only_reads_a_running_process_without_py_spy(monkeypatch):
     try:
         assert proc.stdout.readline().strip() == "ready"
         monkeypatch.setattr(prof, "league_processes", lambda: {"busy": [proc.pid], "other": [proc.pid]})
+        time.sleep(0.5)  # CPU used before the window, which it must not count
+        before = prof.cpu_seconds(proc.pid)
         out = prof.profile_cpu(["busy"], seconds=2, every=0.5)
+        after = prof.cpu_seconds(proc.pid)
     finally:
         proc.kill()
         proc.wait()
     assert list(out) == ["busy"] and out["busy"]["processes"] == 1 and out["busy"]["top"] == []
-    # a busy loop uses CPU in any 2 s, and at most the one core it runs on
-    assert 0 < out["busy"]["cpu_seconds"] and out["busy"]["cores"] <= 1.0 + 0.01
+    # the process started before the window: what is counted lies within the process's own CPU
+    # clock read just before and just after it (first and last scan fall in between), and a busy
+    # loop uses some CPU in 2 s and at most the one core it runs on
+    assert 0 < out["busy"]["cpu_seconds"] <= round(after - before, 1) + 0.05
+    assert out["busy"]["cores"] <= 1.0 + 0.01
