@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import re
 import signal
 import subprocess
 import sys
@@ -320,7 +321,7 @@ def test_a_kept_self_play_run_serves_a_bench_whose_self_play_would_play_the_same
     assert bench.kept_run(store, 15, bench.played_config("connect_four", "selfplay", mix)) == 912.5
     with pytest.raises(ValueError, match="ran 15 min, this bench 10"):
         bench.kept_run(store, 10, shipped)
-    with pytest.raises(ValueError, match=rf"ran with ppo.lr = {shipped['ppo']['lr']}, this bench's 0.001"):
+    with pytest.raises(ValueError, match=re.escape(f"ran with ppo.lr = {shipped['ppo']['lr']}, this bench's 0.001")):
         bench.kept_run(store, 15, bench.played_config("connect_four", "selfplay", ["ppo.lr=0.001"]))
     for corrupt in ("{not json", '{"minutes": 15}', "[]"):
         store.with_name(store.name + ".run.json").write_text(corrupt)
