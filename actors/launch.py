@@ -302,7 +302,7 @@ class LeagueRun:
         from actors.coordinator import LeagueCoordinator
         from actors.evaluator import Evaluator
         from actors.learner import Learner
-        from actors.placement import actor_options, coordinator_options
+        from actors.placement import actor_options, coordinator_options, learner_options
         from actors.rollout import RolloutWorker
         from league.league import learner_ids
 
@@ -327,7 +327,7 @@ class LeagueRun:
         # deploys the opponents, which waits mostly on its controller's loops; both are ready below
         roles = learner_ids(cfg)
         self.learners = {
-            lid: Learner.options(name=f"learner:{lid}", namespace=ns, **actor_options(cfg.learner)).remote(
+            lid: Learner.options(name=f"learner:{lid}", namespace=ns, **learner_options(cfg.learner)).remote(
                 lid, role.value, cfg, info.obs_size, info.num_actions, self.coordinator,
                 obs_shape=info.obs_shape, channels_last=info.channels_last)
             for lid, role in roles.items()

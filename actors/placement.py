@@ -29,6 +29,17 @@ def actor_options(section) -> dict[str, Any]:
     return options
 
 
+def learner_options(section) -> dict[str, Any]:
+    """A learner's ``.options(...)``: ``actor_options`` and, with ``learner.nice`` set, the nice value
+    its process starts at. The raylet starts an actor's process at its ``worker_niceness`` (15)
+    unless the actor's runtime env names another; that env is merged with the job's, so its
+    working dir and other variables stay."""
+    options = actor_options(section)
+    if section.nice is not None:
+        options["runtime_env"] = {"env_vars": {"RAY_worker_niceness": str(section.nice)}}
+    return options
+
+
 def coordinator_options(cfg) -> dict[str, Any]:
     """Pin the coordinator to the storage's node: by the configured custom resource that only that node
     declares, else by hard affinity to the launcher's node (the driver's node holds ``run.storage``).

@@ -331,9 +331,15 @@ class LearnerConfig:
     # a learner's parameters and optimizer go to the store this often, and after each snapshot: at
     # most this much of its learning is lost when it dies
     checkpoint_every_seconds: float = 30.0
+    # the learner process's nice value, 0 to 19, as Ray starts it (``RAY_worker_niceness`` in its
+    # runtime env; actors.placement.learner_options); None: Ray's own for actors, 15. The learner's
+    # update sets a league's pace, so 0 ranks it above the other actors where a core is short
+    nice: int | None = None
 
     def validate(self) -> None:
         _validate_placement("learner", self.num_cpus, self.num_gpus, self.resources, self.scheduling)
+        if self.nice is not None and not 0 <= self.nice <= 19:  # an integer already (_coerce)
+            raise ConfigError("learner.nice", f"must be from 0 to 19 (or null: Ray's default), got {self.nice!r}")
         _positive("learner.checkpoint_every_seconds", self.checkpoint_every_seconds)
         base, _, index = self.device.partition(":")
         if base not in DEVICES or (index and (base != "cuda" or not index.isdigit())):

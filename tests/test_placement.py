@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from actors.placement import actor_options, coordinator_options, job_working_dir, resolve_storage
+from actors.placement import actor_options, coordinator_options, job_working_dir, learner_options, resolve_storage
 from league.config import load_config
 from policies.device import resolve_device
 from policies.net import ActorCritic, PolicySpec
@@ -46,6 +46,12 @@ def test_role_options_from_config():
     assert actor_options(cfg.learner) == {"num_cpus": 0.5, "num_gpus": 0.5}
     opts = coordinator_options(cfg)
     assert set(opts) == {"resources"} and set(opts["resources"]) == {"league_storage"}
+
+
+def test_learner_nice_goes_to_its_runtime_env_only_when_set():
+    assert learner_options(load_config(None, []).learner) == {"num_cpus": 0.5, "num_gpus": 0.0}  # Ray's own 15
+    opts = learner_options(load_config(None, ["learner.nice=0", "learner.num_cpus=1"]).learner)
+    assert opts == {"num_cpus": 1.0, "num_gpus": 0.0, "runtime_env": {"env_vars": {"RAY_worker_niceness": "0"}}}
 
 
 @pytest.mark.parametrize("requested, gpus, cuda, expected", [
