@@ -338,8 +338,8 @@ class LearnerConfig:
 
     def validate(self) -> None:
         _validate_placement("learner", self.num_cpus, self.num_gpus, self.resources, self.scheduling)
-        if self.nice is not None and not 0 <= self.nice <= 19:  # an integer already (_coerce)
-            raise ConfigError("learner.nice", f"must be from 0 to 19 (or null: Ray's default), got {self.nice!r}")
+        if self.nice is not None:  # null: Ray's own
+            _nice("learner.nice", self.nice)
         _positive("learner.checkpoint_every_seconds", self.checkpoint_every_seconds)
         base, _, index = self.device.partition(":")
         if base not in DEVICES or (index and (base != "cuda" or not index.isdigit())):
@@ -584,8 +584,7 @@ class Config:
         _positive("evaluator.games_per_pair", self.evaluator.games_per_pair)
         _unit("evaluator.exploitability_cpu_share", self.evaluator.exploitability_cpu_share, open_low=True)
         _unit("evaluator.games_cpu_share", self.evaluator.games_cpu_share, open_low=True)
-        if not 0 <= self.evaluator.nice <= 19:  # an integer already (_coerce)
-            raise ConfigError("evaluator.nice", f"must be from 0 to 19, got {self.evaluator.nice!r}")
+        _nice("evaluator.nice", self.evaluator.nice)
         _nonneg("evaluator.probe_every_seconds", self.evaluator.probe_every_seconds)
         for name in ("probe_steps", "probe_eval_episodes", "probe_num_envs"):
             _positive(f"evaluator.{name}", getattr(self.evaluator, name))
@@ -694,6 +693,12 @@ def _validate_autoscaling(a: dict) -> None:
 def _unit(key: str, value: float, open_low: bool = False) -> None:
     if not math.isfinite(value) or value > 1 or value < 0 or (open_low and value == 0):
         raise ConfigError(key, f"must be in {'(0' if open_low else '[0'}, 1], got {value}")
+
+
+def _nice(key: str, value: int) -> None:
+    """A process's nice value (actors.priority): an integer already (_coerce), 0 to 19."""
+    if not 0 <= value <= 19:
+        raise ConfigError(key, f"must be from 0 to 19, got {value!r}")
 
 
 def _positive(key: str, value: float) -> None:

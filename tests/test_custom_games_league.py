@@ -227,8 +227,8 @@ def test_a_game_that_raises_mid_run_drops_episodes_and_the_league_goes_on(user_r
         nice["evaluator"] = thread_nice(ray.get(league.evaluators["evaluator:0"].get_stats.remote())["pid"])
         nice["learner"] = thread_nice(ray.get(next(iter(league.learners.values())).info.remote())["pid"])
 
-    status, final, stats = run_league(tmp_path, "flaky_boxes:FlakyBoxes", "evaluator.nice=19", "learner.nice=0", until=until,
-                                      before_stop=look)
+    status, final, stats = run_league(tmp_path, "flaky_boxes:FlakyBoxes", "evaluator.nice=19", "learner.nice=0",
+                                      until=until, before_stop=look)
     assert nice["evaluator"] == {19}, nice
     assert nice["learner"] == {0}, nice  # every thread of the learner's process
     errors = sum(s["game_errors"] for s in stats.values())
