@@ -338,8 +338,7 @@ class LearnerConfig:
 
     def validate(self) -> None:
         _validate_placement("learner", self.num_cpus, self.num_gpus, self.resources, self.scheduling)
-        if self.nice is not None:  # null: Ray's own
-            _nice("learner.nice", self.nice)
+        _nice("learner.nice", self.nice, null="Ray's default")
         _positive("learner.checkpoint_every_seconds", self.checkpoint_every_seconds)
         base, _, index = self.device.partition(":")
         if base not in DEVICES or (index and (base != "cuda" or not index.isdigit())):
@@ -695,10 +694,13 @@ def _unit(key: str, value: float, open_low: bool = False) -> None:
         raise ConfigError(key, f"must be in {'(0' if open_low else '[0'}, 1], got {value}")
 
 
-def _nice(key: str, value: int) -> None:
-    """A process's nice value (actors.priority): an integer already (_coerce), 0 to 19."""
-    if not 0 <= value <= 19:
-        raise ConfigError(key, f"must be from 0 to 19, got {value!r}")
+def _nice(key: str, value: int | None, null: str | None = None) -> None:
+    """A process's nice value (actors.priority): an integer already (_coerce), 0 to 19; or None
+    where ``null`` says what None means."""
+    if value is None and null is not None:
+        return
+    if value is None or not 0 <= value <= 19:
+        raise ConfigError(key, f"must be from 0 to 19{f' (or null: {null})' if null else ''}, got {value!r}")
 
 
 def _positive(key: str, value: float) -> None:
