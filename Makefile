@@ -11,7 +11,7 @@ export RAY_SERVE_THROUGHPUT_OPTIMIZED ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup run test test-fast bench monitor monitor-info prometheus browser clean
+.PHONY: setup run test test-fast lint-imports bench monitor monitor-info prometheus browser clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ run: setup
 # not slow them), their output held until the Ray tests are done. Either half may
 # select nothing when PYTEST_ARGS names tests of the other kind; both selecting nothing
 # (pytest's exit code 5) fails.
-test: setup prometheus browser
+test: setup prometheus browser lint-imports
 	@log=$$(mktemp); nice -n 19 $(PY) -m pytest -q -m "not ray" $(PYTEST_ARGS) >$$log 2>&1 & pid=$$!; \
 	$(PY) -m pytest -q -m ray $(PYTEST_ARGS); ray=$$?; \
 	wait $$pid; pure=$$?; echo "== the tests that start no Ray:"; cat $$log; rm -f $$log; \
@@ -38,8 +38,12 @@ test: setup prometheus browser
 	if [ $$pure = 5 ] && [ $$ray = 5 ]; then exit 5; fi; \
 	[ $$pure = 0 -o $$pure = 5 ] && [ $$ray = 0 -o $$ray = 5 ]
 
-test-fast: setup
+test-fast: setup lint-imports
 	$(PY) -m pytest -q -n auto -m "not ray and not slow" $(PYTEST_ARGS)
+
+# The layers' contracts (pyproject's [tool.importlinter]; docs/architecture.md): a wrong arrow fails.
+lint-imports: setup
+	$(VENV)/bin/lint-imports
 
 # Debian's Prometheus (the monitoring test scrapes a real league with it).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -3,11 +3,11 @@
 Payoffs and Elo inside the league are relative. Every round this actor plays
 ``evaluator.anchor_games`` whole games of two subjects against every anchor of
 the config (``anchors``: ``uniform``, ``mcts:N``, ``pkg.module:factory``;
-``policies.anchors.score_against``, seats alternating): ``published``, the
+``evaluation.anchors.score_against``, seats alternating): ``published``, the
 league's published Nash mixture (one member drawn per game by its weight), and
 ``newest_main``, the newest main-agent snapshot in the pool, and with
 ``search.simulations`` set, ``published_search``: the published mixture with each
-member searching that many positions a move (``policies.search``), over
+member searching that many positions a move (``evaluation.search``), over
 ``search.anchor_games`` games per anchor where set. Each score is
 recorded as the measurement ``anchor:<subject>:<anchor>``, and, where anchors
 have fixed ratings (``anchor_elo``; ``uniform`` is 1000), each subject's
@@ -16,7 +16,7 @@ maximum-likelihood rating over those games as ``anchor_elo:<subject>``
 opponents of fixed rating (Vinyals et al. 2019). In a team game a round ends with
 one more game of the published mixture's heaviest member against the last anchor
 of the config, seats alternating by round, whose agents standing at every step
-are recorded as ``team_trace`` (``policies.anchors.survivors_trace``): the
+are recorded as ``team_trace`` (``evaluation.anchors.survivors_trace``): the
 league page draws it.
 
 Anchors are never training opponents: nothing here reaches matchmaking. The
@@ -42,8 +42,8 @@ import torch
 from envs import game_info
 from league.anchors import anchor_ratings, anchored_elo, elo_kind, score_kind
 from league.config import Config
-from policies.anchors import score_against, survivors_trace
-from policies.search import SearchSpec
+from evaluation.anchors import score_against, survivors_trace
+from evaluation.search import SearchSpec
 from policies.snapshot import policy_from_bytes
 
 log = logging.getLogger(__name__)

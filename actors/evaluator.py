@@ -26,7 +26,7 @@ from league.config import Config
 from league.messages import ExactScores, NashMixture, Result, ResultBatch
 from league.seeds import generator, seed_int
 from monitoring.metrics import LeagueMetrics
-from policies.exploitability import (exact_nash_conv, least_exploitable_mixture, pack_profile, profile_value,
+from evaluation.exploitability import (exact_nash_conv, least_exploitable_mixture, pack_profile, profile_value,
                                      seat_profile, unpack_profile)
 from policies.rollout import TwoSeatPlay
 from policies.snapshot import SnapshotCache, drop_idle
@@ -44,7 +44,7 @@ EXACT_MODELS_HELD = 128
 
 # With nothing to measure the evaluator asks again after IDLE_SECONDS, doubling up to IDLE_MAX_SECONDS:
 # each ask ranks every pair of the pool (O(pool^2) on the coordinator: about 40% of its CPU with
-# Leduc's pool at 600, bench.profile), and an exact evaluator idles between new snapshots.
+# Leduc's pool at 600, operations.profile), and an exact evaluator idles between new snapshots.
 IDLE_SECONDS, IDLE_MAX_SECONDS = 0.5, 4.0
 
 

@@ -69,7 +69,8 @@ def load_checked(config: str | os.PathLike | Mapping[str, Any] | None, overrides
     """Config and game shape (``league.config``: ``load_config``, then ``check_runnable``), for a
     config given as a YAML file's path, as a dict (what such a file holds) or as None
     (``configs/kuhn_poker.yaml``). A user's game module imports from here or next to the file."""
-    from league.config import check_runnable, load_config
+    from actors.preflight import check_runnable
+    from league.config import load_config
 
     path = None if config is None or isinstance(config, Mapping) else os.fspath(config)
     default = DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None
@@ -616,7 +617,8 @@ def quality_text(status: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from league.config import ConfigError, cache_warning
+    from actors.preflight import cache_warning
+    from league.config import ConfigError
 
     try:
         cfg, info = load(argv)

@@ -23,7 +23,7 @@ Files live in this node's own folder for the run (:func:`node_run_dir`), never
 inside ``run.storage``, which only the coordinator opens; they are replaced atomically
 (write + rename), which survives a killed process; they are not fsynced, so a
 power cut may lose the last acknowledgement record (never a stored result).
-The ledger is the senders' own account that tests and ``bench.chaos`` compare
+The ledger is the senders' own account that tests and ``operations.chaos`` compare
 with the store: items acknowledged == items stored.
 """
 

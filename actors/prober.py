@@ -4,7 +4,7 @@ Meta-exploitability only compares the mixture with the pool's own members; it
 reads 0 when no member beats the mixture, however exploitable the mixture is.
 Every ``evaluator.probe_every_seconds`` this actor takes the current Nash
 mixture, trains a fresh PPO best response against it
-(``policies.best_response.probe``, ``evaluator.probe_steps`` decisions) and
+(``evaluation.best_response.probe``, ``evaluator.probe_steps`` decisions) and
 records its mean return with a 95% confidence interval as the measurement
 ``probe_br_return``: a lower bound on the mixture's exploitability. Ray
 reserves ``evaluator.probe_num_cpus`` for it. While it probes it uses one core,
@@ -23,7 +23,7 @@ import ray
 import torch
 
 from league.config import Config
-from policies.best_response import ProbeConfig, probe
+from evaluation.best_response import ProbeConfig, probe
 from policies.snapshot import policy_from_bytes
 
 log = logging.getLogger(__name__)

@@ -91,7 +91,7 @@ class VectorGame:
                     convention) rather than (C, H, W) (OpenSpiel's)
       simultaneous: True when both seats act on every step
       supports_exact: True when policies' expected payoffs and exploitability
-                    can be computed exactly (policies.exploitability) instead
+                    can be computed exactly (evaluation.exploitability) instead
                     of sampled: the game says so, callers do not guess
       team_size:    agents per side (N), 1 unless the game is a team game
     """

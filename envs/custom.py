@@ -81,7 +81,7 @@ def make_custom_game(name: str, num_envs: int, seed: int | None = None, **params
         raise ValueError(f"game {name!r}: asked for num_envs={num_envs}, the game has num_envs={game.num_envs}")
     if getattr(game, "supports_exact", False):
         raise ValueError(f"game {name!r} declares supports_exact, which only OpenSpiel and matrix games "
-                         "have (policies.exploitability); set it False")
+                         "have (evaluation.exploitability); set it False")
     if not isinstance(getattr(game, "name", None), str) or not game.name:
         game.name = name
     return game

@@ -65,7 +65,7 @@ EXACT_MAX_HISTORIES = 10_000_000
 
 
 def supports_exact(game: pyspiel.Game, params: dict | None = None) -> bool:
-    """Whether exact evaluation (policies.exploitability: enumerating every
+    """Whether exact evaluation (evaluation.exploitability: enumerating every
     information state and terminal history) is affordable and defined: a
     sequential perfect-recall game (information-state tensors) whose tree has
     at most ``EXACT_MAX_HISTORIES`` histories by the bound

@@ -3,12 +3,14 @@
 from league.config import Config, ConfigError, RoleConfig, load_config
 from league.diversity import DiversityTracker, TrajectoryBatch, diversity_score, embed_trajectory, pairwise_cosine_distances
 from league.elo import EloTable, expected_score
-from league.matchmaking import Match, choose_match, pfsp_probabilities, pfsp_weights
+from league.matchmaking import pfsp_probabilities, pfsp_weights
+from league.messages import Match
+from league.roles import choose_match
 from league.nash import NashSolver, build_payoff_matrix, compute_nash_distribution, meta_exploitability, nash_entropy
 from league.payoff import PayoffTable
-from league.pool import AgentPool, AgentRecord, AgentType
+from league.pool import AgentRecord, AgentType
 from league.store import LeagueStore, StoreError
-from league.tutorial import LeagueMatchmaker, MatchDatabase
+from league.tutorial import AgentPool, LeagueMatchmaker, MatchDatabase
 
 __all__ = [
     "AgentPool", "AgentRecord", "AgentType", "Config", "ConfigError", "DiversityTracker", "EloTable",

@@ -1,6 +1,6 @@
 """Anchors in the league: the measurements that say how strong the league is in absolute terms.
 
-An anchor (``policies.anchors``: ``uniform``, ``mcts:N``, ``pkg.module:factory``)
+An anchor (``evaluation.anchors``: ``uniform``, ``mcts:N``, ``pkg.module:factory``)
 never learns, so a score against it means the same in every run, and an anchor
 with a fixed Elo rating turns a score into a rating on a scale that does not
 drift (the scripted opponents with fixed ratings of AlphaStar's evaluation,

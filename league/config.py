@@ -293,7 +293,7 @@ class PPOConfig:
     lr_decay_steps: float = 0.0
 
     def __post_init__(self):
-        # made directly too (policies.best_response, tests), not only from a config file
+        # made directly too (evaluation.best_response, tests), not only from a config file
         for name in ("lr", "clip", "max_grad_norm", "epochs", "minibatch_size", "adam_eps"):
             _positive(f"ppo.{name}", getattr(self, name))
         for name in ("gamma", "gae_lambda", "magnet_rate"):
@@ -405,7 +405,7 @@ class EvaluatorConfig:
     num_gpus: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)
     scheduling: str = "default"
-    # Approximate exploitability of the published Nash mixture (policies.best_response), measured
+    # Approximate exploitability of the published Nash mixture (evaluation.best_response), measured
     # by a prober actor every probe_every_seconds (0: never) on probe_num_cpus of the machine:
     # a PPO best response trained for probe_steps decisions, evaluated on probe_eval_episodes.
     probe_every_seconds: float = 0.0
@@ -424,10 +424,10 @@ class EvaluatorConfig:
 
 @dataclass(frozen=True)
 class SearchConfig:
-    # How the published policy plays with search (policies.search: PUCT over the game's native states,
+    # How the published policy plays with search (evaluation.search: PUCT over the game's native states,
     # the network's prior and value at the leaves) on a perfect-information OpenSpiel game. With
     # simulations > 0 the anchor judge scores a third subject, published_search: the published
-    # mixture, each member searching `simulations` positions a move. 0: off. policies.search takes
+    # mixture, each member searching `simulations` positions a move. 0: off. evaluation.search takes
     # this as its spec (SearchSpec), checked when built. anchor_games: that subject's games per anchor
     # and round (0: evaluator.anchor_games); a searched game costs hundreds of times a plain one.
     simulations: int = 0
@@ -530,7 +530,7 @@ class Config:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     # fixed opponents the published mixture and the newest main agent are scored against, never
-    # training opponents (policies.anchors): uniform, mcts:N, pkg.module:factory
+    # training opponents (evaluation.anchors): uniform, mcts:N, pkg.module:factory
     anchors: list[str] = field(default_factory=list)
     # fixed Elo ratings of anchors, e.g. {"mcts:100": 1500}; uniform is 1000 unless given (league.anchors)
     anchor_elo: dict[str, float] = field(default_factory=dict)
@@ -643,7 +643,7 @@ class Config:
 
     def _validate_anchors(self) -> None:
         """The anchors' syntax and ratings; what needs the game (mcts on a perfect-information game, a
-        factory that imports) is checked by ``check_runnable`` (policies.anchors.check_anchor)."""
+        factory that imports) is checked by ``check_runnable`` (evaluation.anchors.check_anchor)."""
         from league.anchors import parse_anchor
 
         seen = set()
@@ -833,152 +833,3 @@ def load_config(path: str | os.PathLike | Mapping[str, Any] | None = None, overr
     if isinstance(data.get("serve"), dict) and "lru_size" in data["serve"]:
         raise ConfigError("serve.lru_size", "renamed: use snapshots.cache_size (it sizes every snapshot cache)")
     return from_dict(Config, data).validate()
-
-
-def _check_curriculum(cfg: Config, info) -> None:
-    """Each curriculum stage builds a game that the league's networks can play: the game's
-    observation and actions, a team no larger than the game's; no grouped objective beside a
-    curriculum (a stage's games are not reported, and a group's are)."""
-    if not cfg.game.curriculum:
-        return
-    for role in ("main_agent", "main_exploiter", "league_exploiter"):
-        if getattr(cfg.roles, role).objective.grouped:
-            raise ConfigError("game.curriculum", f"a curriculum is not for grouped objectives (roles.{role}.objective)")
-    for i, _ in enumerate(cfg.game.curriculum):
-        _check_stage(cfg, i, info)
-
-
-def _check_stage(cfg: Config, i: int, info) -> None:
-    from envs import game_info
-    from envs.teams import TeamError
-
-    key = f"game.curriculum[{i}].params"
-    try:
-        stage = game_info(cfg.game.name, **cfg.game.stage_kwargs(i))
-    except (ValueError, TypeError) as exc:
-        message = str(exc).split(": ", 1)[1] if isinstance(exc, TeamError) else str(exc)
-        raise ConfigError(key, (message.splitlines() or [type(exc).__name__])[0]) from None
-    shape, game_shape = stage.obs_shape or (stage.obs_size,), info.obs_shape or (info.obs_size,)
-    if (shape, stage.num_actions) != (game_shape, info.num_actions):
-        raise ConfigError(key, f"the stage's game observes {shape} with {stage.num_actions} actions; the game "
-                               f"observes {game_shape} with {info.num_actions}: a stage must keep both")
-    if stage.team_size > info.team_size:
-        raise ConfigError(key, f"the stage's teams have {stage.team_size} agents, more than the game's {info.team_size}")
-
-
-def network_bytes(cfg: Config, info) -> int:
-    """Bytes of weights of one of this league's networks (what a snapshot cache holds of it), for
-    the game shape ``info`` (``check_runnable``'s)."""
-    from policies.net import build_policy, policy_spec
-    from policies.snapshot import weight_bytes
-
-    return weight_bytes(build_policy(policy_spec(cfg.policy, info.obs_size, info.num_actions, info.obs_shape,
-                                                 info.channels_last)))
-
-
-def cache_warning(cfg: Config, info) -> str | None:
-    """A warning when a full pool of this league's networks (``network_bytes``) would not fit
-    the snapshot caches of the processes that play the whole pool: Serve replicas
-    or in-process workers when a role samples by PFSP (``alphastar``, ``pfsp``), and an evaluator
-    that samples games. Such a process draws an opponent per episode, so past the cache it
-    reloads snapshots from the store for most episodes (docs/operations.md). None when it fits."""
-    roles = [getattr(cfg.roles, r) for r in ("main_agent", "main_exploiter", "league_exploiter")]
-    pfsp = any(r.count > 0 and r.sampling in ("alphastar", "pfsp") for r in roles)
-    sampling_evaluator = cfg.evaluator.count > 0 and not (cfg.evaluator.exact and info.supports_exact)
-    if not (pfsp or sampling_evaluator):
-        return None
-    snapshot_bytes = network_bytes(cfg, info)
-    fits = min(cfg.snapshots.cache_size, cfg.snapshots.cache_bytes // max(1, snapshot_bytes))
-    if cfg.league.pool_max_size <= fits:
-        return None
-    need_mb = math.ceil(cfg.league.pool_max_size * snapshot_bytes / 2**20)
-    return (f"snapshots.cache_mb={cfg.snapshots.cache_mb:g} holds {fits} of this league's networks "
-            f"({snapshot_bytes / 1024:.0f} KB each) but league.pool_max_size is {cfg.league.pool_max_size}: "
-            f"processes that play the whole pool will reload most opponents from the store once it holds more; "
-            f"raise snapshots.cache_mb to {need_mb} or lower league.pool_max_size to {fits} (docs/operations.md)")
-
-
-def check_runnable(cfg: Config):
-    """The checks that need the game and the code a config names, after ``load_config``: the game
-    exists (and a game brought by module path keeps the protocol of envs/base.py), the network builds
-    for it, seed snapshots hold a network this config may load, anchors can play it. Returns the
-    game's ``envs.GameInfo``. Imports envs/ and policies/ (torch, OpenSpiel) only when called: the
-    launcher calls it before Ray starts, with a user's module folders on ``sys.path``."""
-    from pathlib import Path
-
-    from envs import game_info, is_openspiel_game, is_user_game, make_game
-    from envs.protocol import check_game
-    from envs.teams import TeamError
-
-    name = cfg.game.name
-    if is_openspiel_game(name):
-        import pyspiel
-
-        if name.split("(")[0] not in pyspiel.registered_names():
-            raise ConfigError("game.name", f"unknown game {name!r} (e.g. kuhn_poker, leduc_poker, "
-                                           "connect_four, tic_tac_toe, biased_rps, rps)")
-    try:
-        info = game_info(name, **cfg.game.kwargs)
-        if is_user_game(name):  # a game the user brought keeps the protocol, or nothing starts
-            game = make_game(name, 4, seed=cfg.run.seed, **cfg.game.kwargs)
-            try:
-                check_game(game, seed=cfg.run.seed)
-            except ValueError as exc:
-                raise ValueError(f"game {name!r}: {exc}") from None
-    except TeamError as exc:  # a bad game.teams value, or a game whose agents do not fit it
-        raise ConfigError(exc.key, str(exc).split(": ", 1)[1].splitlines()[0]) from None
-    except (ValueError, TypeError) as exc:
-        raise ConfigError("game.name", str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
-    _check_curriculum(cfg, info)
-    if info.team_size > 1:
-        for role in ("main_agent", "main_exploiter", "league_exploiter"):
-            objective = getattr(cfg.roles, role).objective
-            if objective.k_opponents > 1 or objective.shaper is not None:
-                raise ConfigError(f"roles.{role}.objective", "grouped objectives (k_opponents > 1, a shaper) are "
-                                                             "for games of one agent a side, not team games")
-    if cfg.evaluator.publish == "least_exploitable" and not info.supports_exact:
-        raise ConfigError("evaluator.publish", f"least_exploitable needs a game with exact evaluation (Kuhn, Leduc, "
-                                               f"matrix games); {name} has none: use nash")
-    from policies.net import PolicyNetError, build_policy, policy_spec
-
-    try:  # a bad factory path, a module with the wrong interface, conv on a flat game
-        build_policy(policy_spec(cfg.policy, info.obs_size, info.num_actions, info.obs_shape, info.channels_last))
-    except PolicyNetError as exc:
-        raise ConfigError(exc.key, str(exc).split(": ", 1)[1].splitlines()[0]) from None
-    except ValueError as exc:
-        raise ConfigError("policy", str(exc).splitlines()[0]) from None
-    from policies.snapshot import snapshot_spec
-
-    for i, snap in enumerate(cfg.league.seed_snapshots):
-        if not Path(snap).is_file():
-            raise ConfigError(f"league.seed_snapshots[{i}]", f"no such file: {snap}")
-        # a file from elsewhere may name only the shipped networks or the configured factory: loading
-        # a snapshot imports and calls the factory its spec names
-        try:
-            net = snapshot_spec(Path(snap).read_bytes()).net
-        except ValueError as exc:
-            raise ConfigError(f"league.seed_snapshots[{i}]", str(exc).splitlines()[0]) from None
-        if net not in ("mlp", "conv", cfg.policy.net):
-            raise ConfigError(f"league.seed_snapshots[{i}]", f"{snap} holds a {net!r} network; a seed snapshot "
-                                                              f"may hold mlp, conv or the policy.net of this config")
-    if cfg.search.simulations:
-        if not is_openspiel_game(name):
-            raise ConfigError("search.simulations", f"search plays a perfect-information OpenSpiel game; {name} is not one")
-        from envs.openspiel import load_two_player_zero_sum
-        from policies.search import check_searchable
-
-        try:
-            check_searchable(load_two_player_zero_sum(name, cfg.game.kwargs or None))
-        except ValueError as exc:
-            raise ConfigError("search.simulations", str(exc).splitlines()[0]) from None
-        if not cfg.anchors:
-            raise ConfigError("search.simulations", "the searching policy is scored against the anchors: list some")
-    if cfg.anchors:
-        from policies.anchors import check_anchor
-
-        for i, anchor in enumerate(cfg.anchors):
-            try:
-                check_anchor(anchor, name, cfg.game.kwargs)
-            except ValueError as exc:
-                raise ConfigError(f"anchors[{i}]", str(exc).splitlines()[0]) from None
-    return info

@@ -22,8 +22,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from league.config import RoleConfig
-from league.messages import Match, MatchAssignments
+from league.messages import MatchAssignments
 from league.pool import AgentPool, AgentType
 
 WeightFunction = Callable[[float], float]
@@ -119,20 +118,6 @@ class LeagueView:
 
     def main_learners(self) -> list[str]:
         return [l for l, t in self.learners.items() if t == AgentType.MAIN_AGENT]
-
-
-def choose_match(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, rng: np.random.Generator) -> Match:
-    """One opponent for ``learner_id`` under its role's sampling rule."""
-    return choose_matches(learner_id, role, cfg, view, rng, 1)[0]
-
-
-def choose_matches(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, rng: np.random.Generator,
-                   n: int) -> MatchAssignments:
-    """``n`` independent opponents for ``learner_id`` under its role's sampling rule. The coordinator
-    hands out matches by the thousand: each rule is a ``MatchPlan`` (a fixed distribution, or a
-    random choice among branches that each are one), computed once per call and drawn from ``n``
-    times."""
-    return match_plan(learner_id, role, cfg, view).draw(rng, n)
 
 
 @dataclass(frozen=True)
@@ -235,15 +220,6 @@ class MatchPlan:
                 key = (opponent, branch.name, branch.live)
                 out[key] = out.get(key, 0.0) + float(pb * q)
         return out
-
-
-def match_plan(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, version: str = "",
-               made_at: float = 0.0) -> MatchPlan:
-    """The opponent distribution of ``learner_id`` under ``view``, as a ``MatchPlan``: what its
-    role's object says (``league.roles.Role.match_plan``)."""
-    from league.roles import make_role  # the roles build their plans from this module's parts
-
-    return make_role(role, cfg).match_plan(learner_id, view, version, made_at)
 
 
 class MatchSampler:

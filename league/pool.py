@@ -10,11 +10,10 @@ Nash mixture and every learner's newest self stay playable.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -62,28 +61,32 @@ class AgentRecord:
         return d
 
 
+class PoolManifest(Protocol):
+    """A pool's records kept outside the pool, read once and told every change."""
+
+    def records(self) -> list[AgentRecord]: ...
+
+    def changed(self, added: AgentRecord | None = None, removed: Iterable[str] = ()) -> None: ...
+
+
 class AgentPool:
     """Records of frozen agents, in insertion order.
 
-    ``pool_manifest``: the predecessor tutorial's persistent pool, a league store
-    the records are read from and every change is written to
-    (``league.tutorial.PoolManifest``). The league itself persists its pool
-    through ``league.membership``.
+    ``manifest``: where the records are read from and every change is written to (``records()``,
+    ``changed(added, removed)``), as the predecessor tutorial's persistent pool does
+    (``league.tutorial``). The league itself persists its pool through ``league.membership``.
     """
 
-    def __init__(self, pool_manifest: str | os.PathLike | None = None, max_size: int | None = None):
+    def __init__(self, manifest: PoolManifest | None = None, max_size: int | None = None):
         if max_size is not None and max_size < 1:
             raise ValueError(f"max_size must be >= 1, got {max_size}")
         self.max_size = max_size
         self._records: dict[str, AgentRecord] = {}
         self._versions: dict[str, int] = {}
         self._protected: set[str] = set()
-        self._manifest = None
-        if pool_manifest is not None:
-            from league.tutorial import PoolManifest  # here, not at the top: the store imports this module
-
-            self._manifest = PoolManifest(pool_manifest)
-            for record in self._manifest.records():
+        self._manifest = manifest
+        if manifest is not None:
+            for record in manifest.records():
                 self.insert(record)
 
     # -- queries ---------------------------------------------------------

@@ -29,6 +29,7 @@ import numpy as np
 from league.config import (ExploiterConfig, LeagueExploiterConfig, MainAgentConfig, MainExploiterConfig,
                            RoleConfig)
 from league.matchmaking import LeagueView, MatchPlan, PlanBranch, pfsp_probabilities
+from league.messages import Match, MatchAssignments
 from league.pool import AgentPool, AgentType
 
 
@@ -247,3 +248,24 @@ ROLE_CLASSES: dict[AgentType, type[Role]] = {r.agent_type: r for r in (MainAgent
 def make_role(agent_type: AgentType | str, cfg: RoleConfig) -> Role:
     """The role object of ``agent_type`` with its config (``Config.role(agent_type)``)."""
     return ROLE_CLASSES[AgentType(agent_type)](cfg)
+
+
+def match_plan(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, version: str = "",
+               made_at: float = 0.0) -> MatchPlan:
+    """The opponent distribution of ``learner_id`` under ``view``, as a ``MatchPlan``: what its
+    role's object says (``Role.match_plan``)."""
+    return make_role(role, cfg).match_plan(learner_id, view, version, made_at)
+
+
+def choose_match(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, rng: np.random.Generator) -> Match:
+    """One opponent for ``learner_id`` under its role's sampling rule."""
+    return choose_matches(learner_id, role, cfg, view, rng, 1)[0]
+
+
+def choose_matches(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, rng: np.random.Generator,
+                   n: int) -> MatchAssignments:
+    """``n`` independent opponents for ``learner_id`` under its role's sampling rule. The coordinator
+    hands out matches by the thousand: each rule is a ``MatchPlan`` (a fixed distribution, or a
+    random choice among branches that each are one), computed once per call and drawn from ``n``
+    times."""
+    return match_plan(learner_id, role, cfg, view).draw(rng, n)

@@ -7,7 +7,7 @@ implementation the league uses:
 
 - ``MatchDatabase``: results into a ``PayoffTable`` (``league/payoff.py``), kept in a league
   store (``league/store.py``) as result batches and replayed from it when reopened;
-- ``PoolManifest``: the pool's records kept in a league store (``AgentPool(pool_manifest=...)``);
+- ``AgentPool`` with ``StoreManifest``: the pool's records kept in a league store (``AgentPool(pool_manifest=...)``);
 - ``LeagueMatchmaker``: PFSP (``pfsp_probabilities``, ``league/matchmaking.py``) or Nash
   sampling over the pool.
 
@@ -27,7 +27,8 @@ import numpy as np
 from league.matchmaking import WEIGHTINGS, WeightFunction, WinRates, pfsp_probabilities
 from league.messages import ResultBatch
 from league.payoff import PayoffTable
-from league.pool import AgentPool, AgentRecord
+from league.pool import AgentPool as _Pool
+from league.pool import AgentRecord
 from league.store import LeagueStore
 
 SOURCE = "match_database"  # the result batches' source in the store
@@ -82,7 +83,15 @@ class MatchDatabase:
         return np.array([rates.get(b, self.table.prior) for b in ids])
 
 
-class PoolManifest:
+class AgentPool(_Pool):
+    """The tutorial's pool: ``AgentPool(pool_manifest=path)`` keeps its records in a league store
+    (``StoreManifest``); without a path, the league's own in-memory pool."""
+
+    def __init__(self, pool_manifest: str | os.PathLike | None = None, max_size: int | None = None):
+        super().__init__(None if pool_manifest is None else StoreManifest(pool_manifest), max_size)
+
+
+class StoreManifest:
     """Where ``AgentPool(pool_manifest=path)`` keeps its records: a league store's ``agents`` table
     (the records only; the tutorial's snapshots are paths, not weights)."""
 

@@ -15,7 +15,7 @@ without the run, a server or the network. It shows
 - exploitability: the exact NashConv measurements the league recorded (kind
   ``nash_conv``) and the meta-game exploitability of each solved Nash; for Kuhn
   and Leduc poker the exact NashConv of the latest Nash mixture is computed now
-  (Lanctot et al. 2017; see ``policies.exploitability``);
+  (Lanctot et al. 2017; see ``evaluation.exploitability``);
 - the lineage: which learner produced which snapshot when, with resets and
   evictions;
 - the objective of each learner over time (docs/objectives.md): the novelty of
@@ -223,12 +223,12 @@ def exact_nash_conv(data: ReportData) -> dict[str, Any]:
     support = nash_support(data)
     if not support:
         return {"skipped": "no Nash mixture yet"}
-    from policies.exploitability import exact_nash_conv, information_state_count, load_nash_mixture
+    from evaluation.exploitability import exact_nash_conv, information_state_count, load_nash_mixture
 
     cap = EXACT_MAX_MEMBER_STATES // information_state_count(game)
     if len(support) > cap:
         return {"skipped": f"{len(support)} members in the Nash support; the report computes {data.game} "
-                           f"NashConv for at most {cap} (use python -m policies.exploitability --storage)"}
+                           f"NashConv for at most {cap} (use python -m evaluation.exploitability --storage)"}
     try:
         start = time.perf_counter()
         ids, models, weights = load_nash_mixture(data.run_dir)

@@ -1,7 +1,5 @@
 """torch side of the league: masked actor-critic nets (MLP, residual conv, a user's
-module), the PPO update, rollouts, snapshot blobs, ONNX export (``policies.export``),
-and (in ``policies.exploitability``, which imports OpenSpiel) exact exploitability of
-a policy or a Nash mixture."""
+module), the PPO update, two-seat rollouts and lanes, and snapshot blobs."""
 
 from policies.net import ActorCritic, ConvActorCritic, PolicyNet, PolicyNetError, PolicySpec, build_policy
 from policies.ppo import PPOConfig, make_optimizer, ppo_update

@@ -52,7 +52,7 @@ class PolicySpec:
     observation (``obs.reshape(B, *obs_shape)`` is exact), ``(obs_size,)`` for a
     flat game; ``channels_last`` says a 3-D shape is (H, W, C) rather than (C, H, W).
     ``search_value`` (mlp and conv) adds a second value head, trained on the learner's games
-    against itself only: the value that play-time search (``policies.search``) reads.
+    against itself only: the value that play-time search (``evaluation.search``) reads.
     """
 
     obs_size: int

@@ -11,7 +11,7 @@
     POST /play         start a game against the Nash policy ({"seat": 0 or 1}); GET /play/{id} its state;
                        POST /play/{id}/move {"action": a}; DELETE /play/{id}. With the config's
                        search (search.simulations > 0) the member searches its moves from the
-                       game's state (policies.search); /nash/act, given observations, does not
+                       game's state (evaluation.search); /nash/act, given observations, does not
 
 Requests and responses are JSON; a request with ``Content-Type:
 application/msgpack`` is read as msgpack, and the response is msgpack when
@@ -254,7 +254,7 @@ class LeagueAPI:
 
         searcher = None
         if self.search is not None:
-            from policies.search import PUCT
+            from evaluation.search import PUCT
 
             def searcher(state, rng):
                 return PUCT(table.game, model, self.search, rng).step(state)

@@ -42,7 +42,7 @@ _ENV = np.zeros(1, dtype=np.int64)  # a VectorGame session's one environment, fo
 
 # (observation float32 (1, D), legal mask bool (1, A), rng) -> action
 Agent = Callable[[np.ndarray, np.ndarray, np.random.Generator], int]
-# (OpenSpiel state, rng) -> action: a member that searches from the game's own state (policies.search)
+# (OpenSpiel state, rng) -> action: a member that searches from the game's own state (evaluation.search)
 Searcher = Callable[[Any, np.random.Generator], int]
 
 BOARD_GAMES = {"connect_four": (6, 7), "tic_tac_toe": (3, 3)}

@@ -1,4 +1,4 @@
-"""Anchors: fixed opponents (policies.anchors) and the bench that scores stored mixtures against them."""
+"""Anchors: fixed opponents (evaluation.anchors) and the bench that scores stored mixtures against them."""
 
 import json
 import subprocess
@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from policies.anchors import AnchorSpec, parse_anchor, score_against
+from evaluation.anchors import AnchorSpec, parse_anchor, score_against
 
 BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
 
@@ -71,24 +71,24 @@ def test_mixture_weights_are_checked():
 
 
 def test_bench_anchors_prints_one_json_line_per_target():
-    out = subprocess.run([sys.executable, "-m", "bench.anchors", "--uniform", "--game", "tic_tac_toe",
+    out = subprocess.run([sys.executable, "-m", "evaluation.anchor_scores", "--uniform", "--game", "tic_tac_toe",
                           "--anchors", "uniform,mcts:10", "--games", "20"],
                          capture_output=True, text=True, check=True, timeout=120)
     line = json.loads(out.stdout.strip())
     assert line["bench"] == "anchors" and set(line["anchors"]) == {"uniform", "mcts:10"}
     assert all(v["games"] == 20 and 0.0 <= v["score"] <= 1.0 for v in line["anchors"].values())
-    bad = subprocess.run([sys.executable, "-m", "bench.anchors", "--uniform", "--game", "tic_tac_toe",
+    bad = subprocess.run([sys.executable, "-m", "evaluation.anchor_scores", "--uniform", "--game", "tic_tac_toe",
                           "--anchors", "mcts:0"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--anchors" in bad.stderr
 
 
 def test_bench_anchors_scores_a_team_game_from_its_params_and_teams():
-    out = subprocess.run([sys.executable, "-m", "bench.anchors", "--uniform", "--game", BATTLE,
+    out = subprocess.run([sys.executable, "-m", "evaluation.anchor_scores", "--uniform", "--game", BATTLE,
                           "--params", '{"map_size": 12}', "--teams", '{"prefix": ["red_", "blue_"], "score": '
-                          '"survivors", "max_cycles": 100}', "--anchors", "policies.scripted:attack_nearest",
+                          '"survivors", "max_cycles": 100}', "--anchors", "evaluation.scripted:attack_nearest",
                           "--games", "6"], capture_output=True, text=True, check=True, timeout=120)
     line = json.loads(out.stdout.strip())
-    scripted = line["anchors"]["policies.scripted:attack_nearest"]
+    scripted = line["anchors"]["evaluation.scripted:attack_nearest"]
     # the scripted team wins every game on the smallest map (docs/teams.md): uniform play scores 0
     assert scripted["games"] == 6 and scripted["score"] == 0.0, line
 
@@ -166,8 +166,8 @@ def test_anchor_config_parses_and_bad_anchors_name_their_key():
     (["game.name=biased_rps", "anchors=[uniform, mcts:10]"], "anchors[1]", "OpenSpiel"),
     # a team game has uniform and factory anchors (played through its VectorGame), not MCTS
     ([f"game.name={BATTLE}", "game.teams={prefix: [red_, blue_], score: survivors}", "game.params={map_size: 12}",
-      "anchors=[uniform, policies.scripted:attack_nearest, mcts:10]"], "anchors[2]", "OpenSpiel"),
-    (["game.name=rps", "anchors=[policies.scripted:attack_nearest]"], "anchors[0]", "plays MAgent2's battle"),
+      "anchors=[uniform, evaluation.scripted:attack_nearest, mcts:10]"], "anchors[2]", "OpenSpiel"),
+    (["game.name=rps", "anchors=[evaluation.scripted:attack_nearest]"], "anchors[0]", "plays MAgent2's battle"),
 ])
 def test_the_launcher_stops_before_ray_on_an_anchor_the_game_cannot_play(overrides, key, words):
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -181,11 +181,12 @@ def test_the_launcher_stops_before_ray_on_an_anchor_the_game_cannot_play(overrid
 
 def test_a_team_configs_anchors_pass_the_launchers_check():
     """The check the launcher runs before Ray: uniform and the scripted battle team on a team game."""
-    from league.config import check_runnable, load_config
+    from actors.preflight import check_runnable
+    from league.config import load_config
 
     cfg = load_config("configs/smoke.yaml", [f"game.name={BATTLE}", "game.teams={prefix: [red_, blue_]}",
                                              "game.params={map_size: 12}",
-                                             "anchors=[uniform, policies.scripted:attack_nearest]"])
+                                             "anchors=[uniform, evaluation.scripted:attack_nearest]"])
     assert check_runnable(cfg).team_size == 2
 
 
@@ -199,7 +200,7 @@ def test_the_progress_line_shows_the_published_mixtures_anchor_scores_and_anchor
 
 
 def test_bench_anchors_plays_a_configs_round_and_prints_its_cpu_share():
-    out = subprocess.run([sys.executable, "-m", "bench.anchors", "--config", "configs/smoke.yaml", "--uniform"],
+    out = subprocess.run([sys.executable, "-m", "evaluation.anchor_scores", "--config", "configs/smoke.yaml", "--uniform"],
                          capture_output=True, text=True, check=True, timeout=120)
     line = json.loads(out.stdout.strip())
     assert line["game"] == "kuhn_poker" and set(line["anchors"]) == {"uniform"}
@@ -216,7 +217,7 @@ def test_every_strategy_scores_one_half_against_uniform_in_rock_paper_scissors()
     import torch
 
     from envs import make_game
-    from policies.anchors import check_anchor
+    from evaluation.anchors import check_anchor
     from policies.net import ActorCritic, PolicySpec
 
     game = make_game("rps", 1)

@@ -1,8 +1,8 @@
-"""policies/best_response.py: the PPO best-response probe against exact best-response values.
+"""evaluation/best_response.py: the PPO best-response probe against exact best-response values.
 
 Budgets and tolerances (also in docs/envs_policies.md). The probe's estimate
 ``br_return`` must lie within the stated tolerance of the exact best-response
-value (``policies.exploitability``, OpenSpiel's game-tree best response), at the
+value (``evaluation.exploitability``, OpenSpiel's game-tree best response), at the
 stated training budget (the best response's own decisions) and evaluation
 episodes; the exact return of the policy it trained can never exceed that value.
 
@@ -28,8 +28,8 @@ from envs import make_game
 from league.nash import compute_nash_distribution, meta_exploitability
 from league.pool import AgentRecord, AgentType
 from league.store import LeagueStore
-from policies.best_response import ProbeConfig, exact_values, mean_ci95, probe, train_best_response
-from policies.exploitability import expected_returns_matrix, nash_conv_of_mixture, nash_conv_uniform
+from evaluation.best_response import ProbeConfig, exact_values, mean_ci95, probe, train_best_response
+from evaluation.exploitability import expected_returns_matrix, nash_conv_of_mixture, nash_conv_uniform
 from policies.net import ActorCritic, PolicySpec
 from policies.rollout import EpisodeMixture, collect_rollout
 from policies.snapshot import policy_to_bytes
@@ -74,7 +74,7 @@ def trained_league_store(run_dir: Path, game_name: str, iterations: int, steps: 
 
 
 def run_cli(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "policies.best_response", *args], cwd=REPO, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "evaluation.best_response", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=600, env={"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
                                                        "OPENBLAS_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
@@ -177,7 +177,7 @@ def test_probe_cli_of_one_agent_and_of_uniform(tmp_path):
 def test_probe_cli_refuses_bad_input_with_one_line(tmp_path):
     for args, needle in ((["--storage", str(tmp_path / "none")], "no league store"),
                          (["--uniform", "--game", "no_such_game"], "no_such_game")):
-        proc = subprocess.run([sys.executable, "-m", "policies.best_response", *args], cwd=REPO,
+        proc = subprocess.run([sys.executable, "-m", "evaluation.best_response", *args], cwd=REPO,
                               capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(REPO)})
         assert proc.returncode == 2
         assert needle in json.loads(proc.stderr.strip().splitlines()[-1])["error"]

@@ -242,7 +242,7 @@ def test_a_pool_larger_than_the_snapshot_caches_is_warned_about_where_a_process_
     pool of 1000 is warned about, naming both keys (1000 of them need 383 MB). Kuhn's 1000 fit in
     the cache; Leduc's self-play with an exact evaluator plays no pool."""
     from actors.launch import load_checked
-    from league.config import cache_warning, network_bytes
+    from actors.preflight import cache_warning, network_bytes
 
     def warning(config, *overrides):
         return cache_warning(*load_checked(config, overrides))

@@ -299,16 +299,16 @@ def test_a_team_game_league_serves_its_squads_through_serve_and_nash_act(user_ra
         "game.curriculum=[{until_step: 3000, params: {map_size: 12}}]",
         "rollout.envs_per_worker=4", "rollout.steps_per_batch=1024", "ppo.minibatch_size=256",
         "roles.main_agent.snapshot_every_steps=2000", "roles.main_exploiter.snapshot_every_steps=2000",
-        "roles.main_exploiter.min_steps_before_snapshot=1000", "anchors=[policies.scripted:attack_nearest]",
+        "roles.main_exploiter.min_steps_before_snapshot=1000", "anchors=[evaluation.scripted:attack_nearest]",
         "evaluator.anchor_games=2", "evaluator.anchor_every_seconds=5", "serve.api=true",
         f"serve.port={port}", "rollout.opponent_inference=serve", until=until, timeout=240,
         config="configs/battle.yaml")
     trace = page["trace"]
     rows = np.array(trace["survivors"])
     assert rows[0].tolist() == [6, 6] and (np.diff(rows, axis=0) <= 0).all(), trace
-    assert trace["anchor"] == "policies.scripted:attack_nearest" and trace["value"] == trace["score"]
+    assert trace["anchor"] == "evaluation.scripted:attack_nearest" and trace["value"] == trace["score"]
     assert page["sides"] == {"published": rows[-1][0], "anchor": rows[-1][1]}, page
-    assert page["anchors"] == ["policies.scripted:attack_nearest"], page
+    assert page["anchors"] == ["evaluation.scripted:attack_nearest"], page
     assert answer.get("status") == 200, (answer, status)
     assert len(answer["actions"]) == 6 and len(set(answer["members"])) == 1
     assert all(0 <= a < 21 for a in answer["actions"])

@@ -8,7 +8,7 @@ import torch
 from open_spiel.python.algorithms import expected_game_score
 
 from envs import game_info
-from policies.exploitability import (
+from evaluation.exploitability import (
     expected_returns,
     expected_returns_matrix,
     info_states,
@@ -208,7 +208,7 @@ def test_exact_nash_conv_of_a_matrix_mixture_is_the_best_response_gain():
     """Biased RPS (row payoffs [[0,-1,2],[1,0,-1],[-2,1,0]]) has the Nash (1/4, 1/2, 1/4):
     NashConv 0 there; uniform play gives each seat a best-response gain of 1/3."""
     from envs import make_game
-    from policies.exploitability import exact_nash_conv
+    from evaluation.exploitability import exact_nash_conv
 
     game = make_game("biased_rps", 1)
     uniform = exact_nash_conv(game, [], [])

@@ -69,7 +69,7 @@ def test_each_kind_of_kill_loses_no_acknowledged_result_or_snapshot(ray_local, t
     league recovered from the one before. Exact totals: the games in every batch a
     sender saw acknowledged are the games stored; every snapshot a learner saw
     acknowledged is stored and loads; nothing else is stored."""
-    from bench.chaos import KINDS, run_chaos
+    from operations.chaos import KINDS, run_chaos
 
     summary = run_chaos(schedule=list(KINDS), storage=str(tmp_path), minutes=10, every_s=(1.0, 2.0))
     print(summary)

@@ -3,7 +3,8 @@ import pytest
 
 from league import AgentPool, AgentType, LeagueMatchmaker, PayoffTable, pfsp_probabilities, pfsp_weights
 from league.config import Config
-from league.matchmaking import LeagueView, choose_match, choose_matches, f_hard, f_linear_capped, f_var
+from league.matchmaking import LeagueView, f_hard, f_linear_capped, f_var
+from league.roles import choose_match, choose_matches
 
 
 def record_games(table, a_ids, b_ids, outcomes):

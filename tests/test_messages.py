@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-from league.matchmaking import Match
+from league.messages import Match
 from league.messages import ExactScores, MatchAssignments, NashMixture, Result, ResultBatch
 from league.store import encode_batch
 

@@ -280,7 +280,7 @@ def test_config_defaults_are_the_mlp_every_existing_config_had():
 
 # ------------------------------------------------------------ export
 def export_equivalence(model, tmp_path, fmt="onnx", n=1000):
-    from policies.export import export_onnx, export_torchscript
+    from serve.export import export_onnx, export_torchscript
 
     game = "connect_four" if model.spec.obs_size == 126 else "kuhn_poker"
     obs, mask = decisions(game, n, seed=5)
@@ -354,7 +354,7 @@ def test_the_export_cli_writes_the_published_mixture_and_it_plays_without_torch(
     models = [build_policy(spec_for("kuhn_poker", "mlp", hidden=(16,))),
               build_policy(spec_for("kuhn_poker", CUSTOM, args={"width": 8}))]
     ids = league_store(tmp_path / "run", models + [models[0]], [0.25, 0.75, 0.0])
-    out = subprocess.run([sys.executable, "-m", "policies.export", "--storage", str(tmp_path / "run"),
+    out = subprocess.run([sys.executable, "-m", "serve.export", "--storage", str(tmp_path / "run"),
                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300, cwd=ROOT,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr
@@ -372,9 +372,9 @@ def test_the_export_cli_writes_the_published_mixture_and_it_plays_without_torch(
     assert played["episodes"] == 100 and -2.0 <= played["mean_return_seat0"] <= 2.0
 
     # the exploitability tool rebuilds the user's network in its own process from the stored data
-    from policies.exploitability import nash_conv_of_policy
+    from evaluation.exploitability import nash_conv_of_policy
 
-    done = subprocess.run([sys.executable, "-m", "policies.exploitability", "--storage", str(tmp_path / "run"),
+    done = subprocess.run([sys.executable, "-m", "evaluation.exploitability", "--storage", str(tmp_path / "run"),
                            "--agent", ids[1]], capture_output=True, text=True, timeout=300, cwd=ROOT,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 0, done.stderr[-2000:]
@@ -391,11 +391,11 @@ def test_the_export_cli_says_in_one_line_when_there_is_nothing_to_export(tmp_pat
     from league.store import LeagueStore
 
     LeagueStore(tmp_path / "run").close()
-    out = subprocess.run([sys.executable, "-m", "policies.export", "--storage", str(tmp_path / "run"),
+    out = subprocess.run([sys.executable, "-m", "serve.export", "--storage", str(tmp_path / "run"),
                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120, cwd=ROOT,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
-        f"policies.export: the league in {tmp_path / 'run'} has no published Nash mixture yet"]
+        f"serve.export: the league in {tmp_path / 'run'} has no published Nash mixture yet"]
 
 
 def test_a_seed_snapshot_naming_a_factory_the_config_does_not_is_refused_before_ray(tmp_path):
@@ -436,7 +436,7 @@ def test_a_team_policy_exports_and_its_graphs_drive_a_squad_as_torch_does(tmp_pa
 
     with LeagueStore(tmp_path / "run") as store:
         store.set_meta("game_params", params)
-    out = subprocess.run([sys.executable, "-m", "policies.export", "--storage", str(tmp_path / "run"),
+    out = subprocess.run([sys.executable, "-m", "serve.export", "--storage", str(tmp_path / "run"),
                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300, cwd=ROOT,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr

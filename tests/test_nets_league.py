@@ -137,7 +137,7 @@ def test_a_conv_league_on_connect_four_trains_snapshots_serves_answers_nash_act_
     import onnxruntime as ort
 
     out_dir = tmp_path / "export"
-    done = subprocess.run([sys.executable, "-m", "policies.export", "--storage", str(tmp_path / "run"),
+    done = subprocess.run([sys.executable, "-m", "serve.export", "--storage", str(tmp_path / "run"),
                            "--out", str(out_dir)], capture_output=True, text=True, timeout=600, cwd=ROOT, env=ENV)
     assert done.returncode == 0, done.stderr[-2000:]
     meta = json.loads((out_dir / "policy.json").read_text())

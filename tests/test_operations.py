@@ -1,5 +1,5 @@
 """Running a league for a long time, as an operator does: an online backup resumed elsewhere (under
-a one-minute ``bench.soak``), compaction that changes nothing a resume sees, and a full disk
+a one-minute ``operations.soak``), compaction that changes nothing a resume sees, and a full disk
 survived, all on one league. The launcher as a subprocess, real Ray, SQLite on a real (small)
 file system."""
 
@@ -47,7 +47,7 @@ def _ray_rotation(launcher_pid: int) -> tuple[set[str], set[str]]:
     monitor, the worker command), and the rotation settings in its actors' environments."""
     import re
 
-    from bench.soak import descendants
+    from operations.soak import descendants
 
     flags, envs = set(), set()
     for pid in descendants(launcher_pid):
@@ -189,7 +189,7 @@ def test_a_long_runs_operations_backup_compaction_full_disk_and_resume_elsewhere
         assert len(store._query("SELECT 1 FROM results")) == batches - got["batches"]
     assert _restored(restored, frozen) == (want, digest)
 
-    # the launcher resumed from the copy, on another path, under a one-minute soak (bench.soak, as an
+    # the launcher resumed from the copy, on another path, under a one-minute soak (operations.soak, as an
     # operator checks that a run stays flat): it starts with exactly the backed-up league, and the
     # soak prints its one JSON line
     out = subprocess.run(soak_command("--storage", str(restored)), cwd=ROOT, env=ENV, capture_output=True, text=True,

@@ -223,7 +223,7 @@ def test_a_member_that_searches_plays_from_the_games_state_and_blocks_every_thre
     four in a column each time) never completes it and loses, while the network alone (untrained)
     is never asked."""
     from league.config import SearchConfig
-    from policies.search import PUCT
+    from evaluation.search import PUCT
 
     agent, seen = policy_agent("connect_four")
     table = PlayTable("connect_four")

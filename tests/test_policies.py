@@ -11,7 +11,7 @@ import torch
 
 from envs import make_game
 from envs.gym import uniform_opponent
-from policies.exploitability import expected_returns, nash_conv_of_policy, nash_conv_uniform
+from evaluation.exploitability import expected_returns, nash_conv_of_policy, nash_conv_uniform
 from policies.net import (STACK_MAX_WEIGHTS, ActorCritic, PolicySpec, mlp_weights, size_buckets, stacked_act,
                           stacked_probs)
 from policies.ppo import PPOConfig, compute_gae, make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr

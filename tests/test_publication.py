@@ -159,7 +159,7 @@ def test_the_least_exploitable_mixture_over_bounded_candidates_never_gets_more_e
 
     from envs import make_game
     from league.publication import lp_candidates
-    from policies.exploitability import least_exploitable_mixture, seat_profile
+    from evaluation.exploitability import least_exploitable_mixture, seat_profile
     from policies.net import ActorCritic, PolicySpec
 
     game = make_game("kuhn_poker", 2)

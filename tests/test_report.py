@@ -21,7 +21,7 @@ from league.league import League
 from league.messages import Result, ResultBatch
 from league.store import LeagueStore
 from monitoring import report
-from policies.exploitability import nash_conv_of_mixture
+from evaluation.exploitability import nash_conv_of_mixture
 from policies.net import ActorCritic, PolicySpec
 from policies.snapshot import policy_to_bytes
 
@@ -82,14 +82,14 @@ def league_run(tmp_path_factory):
     assert len(support) >= 2, support  # the fixture is meant to hold a mixed Nash
     expected_nash_conv = nash_conv_of_mixture(GAME, [models[a] for a in support], list(support.values()))["nash_conv"]
     # a real (small) best-response probe of the final mixture, recorded as the prober records it
-    from policies.best_response import ProbeConfig, probe
+    from evaluation.best_response import ProbeConfig, probe
 
     probed = probe(GAME, [models[a] for a in support], list(support.values()),
                    ProbeConfig(steps=4000, eval_episodes=2000, num_envs=64))
     store.add_measurement("probe_br_return", probed["br_return"], {"ci95": probed["ci95"], "steps": probed["steps"]})
     # two real rounds against the uniform anchor, recorded as the anchor judge records them
     from league.anchors import anchored_elo, elo_kind, score_kind
-    from policies.anchors import score_against
+    from evaluation.anchors import score_against
 
     newest_main = [a for a in league.pool.ids() if a.startswith("main_agent")][-1]
     subjects = {"published": ([models[a] for a in support], list(support.values())),

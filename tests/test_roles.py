@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from league.config import Config
-from league.matchmaking import LeagueView, match_plan
+from league.matchmaking import LeagueView
+from league.roles import match_plan
 from league.payoff import PayoffTable
 from league.pool import AgentPool, AgentType
 from league.roles import LeagueExploiter, MainAgent, MainExploiter, make_role

@@ -1,4 +1,4 @@
-"""The scripted MAgent2 battle team (policies.scripted) and anchors on team games (policies.anchors).
+"""The scripted MAgent2 battle team (evaluation.scripted) and anchors on team games (evaluation.anchors).
 
 The bot's reading of battle's observation and actions is checked against what the engine itself
 reports: agents' positions (``GridWorld.get_pos``), HP on the global state, its table of attack
@@ -7,11 +7,11 @@ actions (``get_view2attack``)."""
 import numpy as np
 import pytest
 
-from policies.anchors import check_anchor, score_against
-from policies.scripted import ATTACK_BASE, ATTACKS, MOVES, STAY, AttackNearest
+from evaluation.anchors import check_anchor, score_against
+from evaluation.scripted import ATTACK_BASE, ATTACKS, MOVES, STAY, AttackNearest
 
 BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
-SCRIPTED = "policies.scripted:attack_nearest"
+SCRIPTED = "evaluation.scripted:attack_nearest"
 
 
 def battle_params(map_size: int, score: str = "survivors", max_cycles: int = 200) -> dict:
@@ -141,7 +141,7 @@ def test_a_survivors_trace_counts_the_agents_standing_and_ends_with_the_games_sc
     """``survivors_trace``: one game against the scripted team, the agents each side has standing
     at every step, the start and the end included. Nobody revives, so the counts never rise; the
     score is the game's survivors score of the traced side, whichever seat it played."""
-    from policies.anchors import _UniformPlayer, survivors_trace
+    from evaluation.anchors import _UniformPlayer, survivors_trace
 
     for seat in (0, 1):
         t = survivors_trace(BATTLE, battle_params(16), _UniformPlayer(), SCRIPTED, seat=seat, seed=seat)
@@ -170,7 +170,7 @@ def test_game_score_is_the_rescaled_return_on_a_two_player_game():
     """collect_rollout(value="game_score") is the game's score: on Kuhn poker, the return
     rescaled from [-2, 2]; two runs of one seed play the same games."""
     from envs import make_game
-    from policies.anchors import _UniformPlayer
+    from evaluation.anchors import _UniformPlayer
     from policies.rollout import EpisodeMixture, collect_rollout
 
     got = {}
@@ -199,4 +199,4 @@ def test_check_anchor_on_a_team_game():
     with pytest.raises(ValueError, match="failed: TypeError"):
         check_anchor("envs.matrix:MatrixNash", BATTLE, params)  # a factory that does not take the game
     with pytest.raises(ValueError, match="cannot load"):
-        check_anchor("policies.scripted:nope", BATTLE, params)
+        check_anchor("evaluation.scripted:nope", BATTLE, params)

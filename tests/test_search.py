@@ -1,4 +1,4 @@
-"""policies.search: PUCT with a network's prior and value, and MCTS-Solver's proofs, against
+"""evaluation.search: PUCT with a network's prior and value, and MCTS-Solver's proofs, against
 exact minimax (OpenSpiel's alpha-beta) on positions small enough to solve."""
 
 import numpy as np
@@ -9,7 +9,7 @@ from open_spiel.python.algorithms.minimax import alpha_beta_search
 
 from envs.openspiel import state_tensor
 from policies.net import PolicySpec, build_policy
-from policies.search import PUCT, SearchSpec, check_searchable
+from evaluation.search import PUCT, SearchSpec, check_searchable
 
 
 def position(game_name: str, moves: list[int]):
@@ -98,10 +98,10 @@ def test_takes_a_win_and_blocks_a_threat_on_connect_four():
 
 def test_search_is_stronger_than_its_network():
     # the same untrained network against the uniform anchor, 60 tic-tac-toe games seats
-    # alternating, played as the anchor judge plays them (policies.anchors.play_game): with 200
+    # alternating, played as the anchor judge plays them (evaluation.anchors.play_game): with 200
     # simulations the search sees every immediate win and threat (two plies) and loses far less
     # often than the network alone, which plays near-uniformly
-    from policies.anchors import UniformBot, play_game
+    from evaluation.anchors import UniformBot, play_game
 
     game = pyspiel.load_game("tic_tac_toe")
     model = network(game)

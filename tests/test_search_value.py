@@ -1,5 +1,5 @@
 """A second value head for play-time search (``policy.search_value``): trained on the learner's
-games against itself only, read by ``policies.search``; the rollout worker marks those games."""
+games against itself only, read by ``evaluation.search``; the rollout worker marks those games."""
 
 import io
 
@@ -14,7 +14,7 @@ from league.config import ConfigError, load_config
 from policies.net import PolicyNetError, PolicySpec, build_policy, policy_spec
 from policies.ppo import PPOConfig, make_optimizer, ppo_update
 from policies.rollout import Rollout
-from policies.search import PUCT, SearchSpec, _Node
+from evaluation.search import PUCT, SearchSpec, _Node
 from policies.snapshot import policy_from_bytes, policy_to_bytes
 
 from tests.test_lanes import LEARNER, Harness

@@ -1,4 +1,4 @@
-"""bench.soak as a user runs it: one JSON line with the slopes an operator reads (keys and counts,
+"""operations.soak as a user runs it: one JSON line with the slopes an operator reads (keys and counts,
 not targets), from a real league under the launcher; and its arithmetic on known samples. The
 one-minute soak itself runs in tests/test_operations.py, on the league resumed from an online
 backup (one launcher start serves both)."""
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bench.soak import actor_kind, floor_sample, slope_per_hour, summarize
+from operations.soak import actor_kind, floor_sample, slope_per_hour, summarize
 
 KEYS = {"samples", "store_bytes_per_hour", "rss_mb_per_hour", "rss_mb_per_hour_max_actor", "fds_growth", "throughput_drift", "object_store_mb",
         "snapshot_loads_per_minute", "snapshot_cache_mb", "snapshot_cache_mb_per_hour", "cpu_cores"}
@@ -55,7 +55,7 @@ def test_summary_fits_the_second_half_and_compares_quarters():
 
 def soak_command(*args: str) -> list[str]:
     """A one-minute soak of the shipped smoke config, sampled every 5 s."""
-    return [sys.executable, "-m", "bench.soak", "--minutes", "1", "--interval", "5", "--config", "configs/smoke.yaml",
+    return [sys.executable, "-m", "operations.soak", "--minutes", "1", "--interval", "5", "--config", "configs/smoke.yaml",
             *args]
 
 
@@ -86,7 +86,7 @@ def test_a_sample_keeps_each_process_least_memory_over_its_interval():
 
 
 def test_metric_lines_give_object_store_use_and_snapshot_loads_per_process():
-    from bench.soak import object_store_mb, snapshot_cache_mb, snapshot_loads
+    from operations.soak import object_store_mb, snapshot_cache_mb, snapshot_loads
 
     lines = ['# TYPE ray_league_snapshot_cache_loads_total counter',
              'ray_league_snapshot_cache_loads_total{Component="core_worker",SessionName="s",process="serve"} 12.0',

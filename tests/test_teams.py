@@ -411,11 +411,11 @@ def test_dense_rewards_are_each_agents_own_step_rewards_and_reach_its_trajectory
 
 
 def test_team_learning_bench_refuses_a_bad_parameter_and_prints_json_lines(capsys):
-    """``bench.team_learning``: a parameter that is not KEY=NUMBER is refused by the parser; a
+    """``experiments.team_learning``: a parameter that is not KEY=NUMBER is refused by the parser; a
     short run prints JSON lines whose scores are scores and whose counts add up."""
     import json
 
-    from bench import team_learning
+    from experiments import team_learning
 
     with pytest.raises(SystemExit) as exc:
         team_learning.main(["--param", "attack_penalty=high"])
@@ -430,7 +430,7 @@ def test_team_learning_bench_refuses_a_bad_parameter_and_prints_json_lines(capsy
 
 
 def test_team_mean_view_follows_each_row_with_its_teams_mean_observation():
-    from bench.team_learning import team_mean_view
+    from experiments.team_learning import team_mean_view
 
     game = make_game(BATTLE, 3, seed=0, teams=TEAMS, **SMALL)
     rng = np.random.default_rng(0)
@@ -450,7 +450,7 @@ def test_team_mean_view_follows_each_row_with_its_teams_mean_observation():
 def test_team_learning_bench_trains_a_critic_of_its_own_and_scores_the_actor(capsys, critic):
     import json
 
-    from bench import team_learning
+    from experiments import team_learning
 
     assert team_learning.main(["--map-size", "12", "--updates", "3", "--envs", "2", "--hidden", "8", "--batch", "256",
                                "--critic", critic, "--eval-games", "4", "--opponent", "scripted"]) == 0
@@ -469,7 +469,7 @@ def curriculum_config(stages, **game):
 
 
 def test_a_curriculum_stage_is_the_game_with_its_params_until_the_learner_reaches_its_step():
-    from league.config import check_runnable
+    from actors.preflight import check_runnable
 
     cfg = curriculum_config([{"until_step": 1000, "params": {"map_size": 12}},
                              {"until_step": 5000, "params": {"map_size": 14, "attack_penalty": 0.0}}])
@@ -494,7 +494,8 @@ def test_a_curriculum_stage_is_the_game_with_its_params_until_the_learner_reache
      "a stage must keep both"),
 ])
 def test_curriculum_config_errors_are_one_line_naming_the_key(stages, extra, key, words):
-    from league.config import ConfigError, check_runnable
+    from actors.preflight import check_runnable
+    from league.config import ConfigError
 
     with pytest.raises(ConfigError) as info:
         check_runnable(curriculum_config(stages, **extra))

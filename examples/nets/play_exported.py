@@ -1,7 +1,7 @@
 import json, sys
 import numpy as np, onnxruntime as ort, pyspiel
 
-folder = sys.argv[1]  # what `python -m policies.export --out` wrote
+folder = sys.argv[1]  # what `python -m serve.export --out` wrote
 meta = json.load(open(f"{folder}/policy.json"))
 members = [ort.InferenceSession(f"{folder}/{m['file']}") for m in meta["members"]]
 weights = np.array([m["weight"] for m in meta["members"]])

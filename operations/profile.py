@@ -1,7 +1,7 @@
-"""Where a running league's CPU goes: ``python -m bench.profile [--seconds 60] [--rate 20]``.
+"""Where a running league's CPU goes: ``python -m operations.profile [--seconds 60] [--rate 20]``.
 
 Attaches to the league running on this machine (every Ray worker process whose title names an
-actor kind, as ``bench.soak`` finds them: coordinator, learner, rollout_worker, evaluator,
+actor kind, as ``operations.soak`` finds them: coordinator, learner, rollout_worker, evaluator,
 anchor_judge, serve) and samples each process's Python stacks with py-spy for ``--seconds``,
 without pausing it (``--nonblocking``: the league's speed is what is measured). Beside the
 samples it reads each process's CPU time over the same window.
@@ -37,7 +37,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.soak import CLOCK_TICKS, actor_kind, cpu_and_start, cpu_seconds, title
+from operations.soak import CLOCK_TICKS, actor_kind, cpu_and_start, cpu_seconds, title
 
 # a file of this project's packages, wherever its checkout is (not an installed library)
 OURS = re.compile(r"/((?:actors|bench|envs|league|monitoring|nash_league|policies|serve)/[^/]+\.py)$")
@@ -170,7 +170,7 @@ def profile(kinds: dict[str, list[int]], seconds: float, rate: int) -> dict:
                 if path.exists():
                     counts += charge(path.read_text())
                 elif procs[pid].returncode:
-                    print(f"bench.profile: pid {pid} ({kind}) not sampled: {errors[pid].strip()[-200:]}",
+                    print(f"operations.profile: pid {pid} ({kind}) not sampled: {errors[pid].strip()[-200:]}",
                           file=sys.stderr)
                 if before[pid] is not None and after[pid] is not None:
                     used += after[pid] - before[pid]
@@ -183,7 +183,7 @@ def profile(kinds: dict[str, list[int]], seconds: float, rate: int) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m operations.profile", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to sample (default 60)")
     parser.add_argument("--rate", type=int, default=20, help="samples a second per process (default 20); 0: CPU time only, no py-spy")
     parser.add_argument("--kind", action="append", help="only these actor kinds (repeatable; default all)")
@@ -193,7 +193,7 @@ def main(argv=None) -> int:
     if args.rate == 0:
         kinds_out = profile_cpu(args.kind, args.seconds)
         if not kinds_out:
-            print("bench.profile: no league ran on this machine in the window (no ray::<Actor> processes found)",
+            print("operations.profile: no league ran on this machine in the window (no ray::<Actor> processes found)",
                   file=sys.stderr)
             return 1
         for kind, k in kinds_out.items():
@@ -204,12 +204,12 @@ def main(argv=None) -> int:
     if args.kind:
         kinds = {k: v for k, v in kinds.items() if k in args.kind}
     if not kinds:
-        print("bench.profile: no league is running on this machine (no ray::<Actor> processes found)", file=sys.stderr)
+        print("operations.profile: no league is running on this machine (no ray::<Actor> processes found)", file=sys.stderr)
         return 1
     try:
         kinds_out = profile(kinds, args.seconds, args.rate)
     except RuntimeError as exc:
-        print(f"bench.profile: {exc}", file=sys.stderr)
+        print(f"operations.profile: {exc}", file=sys.stderr)
         return 1
     for kind, k in kinds_out.items():  # readable, on stderr; the JSON line on stdout
         print(f"{kind}: {k['processes']} processes, {k['cores']} cores", file=sys.stderr)

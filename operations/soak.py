@@ -1,4 +1,4 @@
-"""Soak: does a league stay flat over time? ``python -m bench.soak [--minutes 60] [--config FILE]``.
+"""Soak: does a league stay flat over time? ``python -m operations.soak [--minutes 60] [--config FILE]``.
 
 Runs a shipped config under the launcher as a subprocess, as a user does, and samples every
 ``--interval`` seconds (default 60): the resident memory (RSS: each process's least over the
@@ -272,7 +272,7 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m operations.soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0, help="how long the league runs (default 60)")
     parser.add_argument("--config", default=None, help="a shipped config (default: the launcher's default league)")
     parser.add_argument("--interval", type=float, default=60.0, help="seconds between samples (default 60)")

@@ -1,6 +1,6 @@
-"""Scripted policies: bots that play by a fixed rule, as anchors (``policies.anchors``).
+"""Scripted policies: bots that play by a fixed rule, as anchors (``evaluation.anchors``).
 
-``attack_nearest`` is the factory anchor ``policies.scripted:attack_nearest`` for
+``attack_nearest`` is the factory anchor ``evaluation.scripted:attack_nearest`` for
 MAgent2's battle (Zheng et al. 2018, "MAgent: A Many-Agent Reinforcement
 Learning Platform for Artificial Collective Intelligence", AAAI), played as a
 team game (``envs.teams``). Every agent of its side follows one rule, from its
@@ -120,7 +120,7 @@ class AttackNearest:
 
 
 def attack_nearest(game) -> AttackNearest:
-    """The ``policies.scripted:attack_nearest`` anchor for a MAgent2 battle ``VectorGame``
+    """The ``evaluation.scripted:attack_nearest`` anchor for a MAgent2 battle ``VectorGame``
     (``envs.teams``); ValueError naming what does not fit."""
     name = getattr(game, "name", type(game).__name__)
     shape = tuple(getattr(game, "obs_shape", ()))

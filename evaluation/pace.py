@@ -1,6 +1,6 @@
 """How fast a run's learner went, stretch by stretch, and what its anchor judge saw per snapshot.
 
-    python -m bench.pace --storage RUN [--storage RUN2 ...] [--every 180] [--learner main_agent-0]
+    python -m evaluation.pace --storage RUN [--storage RUN2 ...] [--every 180] [--learner main_agent-0]
         [--per-snapshots 40]
 
 Reads kept run folders (no Ray). For each it prints one JSON line:
@@ -88,7 +88,7 @@ def run_pace(run_dir: str, every: float, learner: str, per: int) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.pace", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m evaluation.pace", description=__doc__.split("\n\n")[0])
     parser.add_argument("--storage", action="append", required=True, metavar="RUN_DIR", help="a run folder (repeatable)")
     parser.add_argument("--every", type=float, default=180.0, help="seconds per stretch (default 180)")
     parser.add_argument("--learner", default="main_agent-0", help="whose pace (default main_agent-0)")

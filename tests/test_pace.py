@@ -1,4 +1,4 @@
-"""bench.pace: a kept run's learner pace per stretch and its judge's scores per block of snapshots."""
+"""evaluation.pace: a kept run's learner pace per stretch and its judge's scores per block of snapshots."""
 
 import json
 import sqlite3
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.pace import judge_by_snapshot, stretch_rates
+from evaluation.pace import judge_by_snapshot, stretch_rates
 from league.pool import AgentRecord, AgentType
 from league.store import LeagueStore
 
@@ -47,13 +47,13 @@ def test_bench_pace_reads_a_kept_run(tmp_path):
         db.execute("UPDATE events SET time = ? WHERE kind = 'snapshot' AND data LIKE ?", (t0 + t, f'%-v{v}"%'))
     db.commit()
     db.close()
-    out = subprocess.run([sys.executable, "-m", "bench.pace", "--storage", str(run), "--every", "120"],
+    out = subprocess.run([sys.executable, "-m", "evaluation.pace", "--storage", str(run), "--every", "120"],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     line = json.loads(out.stdout)
     assert line["stretches"] == [100.0, 50.0, None]
     assert (line["snapshots"], line["updates"], line["step"]) == (5, 12, 19500)
     assert line["judge"] == {"mcts:10": {"v0-v39": {"score": 0.25, "rounds": 1}}}
-    bad = subprocess.run([sys.executable, "-m", "bench.pace", "--storage", str(run), "--learner", "main_exploiter-0"],
+    bad = subprocess.run([sys.executable, "-m", "evaluation.pace", "--storage", str(run), "--learner", "main_exploiter-0"],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert bad.returncode == 2 and "no learner 'main_exploiter-0' (--learner)" in bad.stderr, bad.stderr

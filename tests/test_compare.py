@@ -1,8 +1,8 @@
-"""bench/league_vs_selfplay.py without Ray: the two sides' configs, the run order, the
+"""evaluation/compare.py without Ray: the two sides' configs, the run order, the
 statistics it reports, and the head-to-head score against the exact value on Kuhn.
 
 The bench's runs themselves (real launcher, minutes each) are not tested here: the
-suite's budget has no room for them; `python -m bench.league_vs_selfplay` prints them.
+suite's budget has no room for them; `python -m evaluation.compare` prints them.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 import torch
 
-from bench import league_vs_selfplay as bench
+from evaluation import compare as bench
 from envs import make_game
 from league.config import load_config
 from league.pool import AgentRecord, AgentType
 from league.store import LeagueStore
-from policies.exploitability import exact_nash_conv, expected_returns_matrix
+from evaluation.exploitability import exact_nash_conv, expected_returns_matrix
 from policies.net import ActorCritic, PolicySpec
 from policies.snapshot import policy_to_bytes
 
@@ -361,7 +361,7 @@ def test_with_both_sides_kept_nothing_runs_and_each_side_is_measured_from_its_ow
             db.execute("INSERT INTO counters VALUES ('env_steps', 6000.0)")
         bench.write_run_record(kept / f"{side}-seed1", 60.0 if side == "league" else 30.0, 1.0,
                                bench.played_config("kuhn_poker", side, []))
-    out = subprocess.run([sys.executable, "-m", "bench.league_vs_selfplay", "--game", "kuhn_poker", "--minutes", "1",
+    out = subprocess.run([sys.executable, "-m", "evaluation.compare", "--game", "kuhn_poker", "--minutes", "1",
                           "--seeds", "1", "--league-from", str(tmp_path / "kept"), "--selfplay-from",
                           str(tmp_path / "kept")], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr
@@ -382,7 +382,7 @@ def test_selfplay_from_a_folder_that_is_not_there_is_refused_before_anything_run
     with pytest.raises(SystemExit) as exc:
         bench.parse_args(["--selfplay-from", str(tmp_path / "nowhere")])
     assert exc.value.code == 2 and "--selfplay-from" in capsys.readouterr().err
-    out = subprocess.run([sys.executable, "-m", "bench.league_vs_selfplay", "--game", "connect_four", "--minutes", "15",
+    out = subprocess.run([sys.executable, "-m", "evaluation.compare", "--game", "connect_four", "--minutes", "15",
                           "--seeds", "1", "--selfplay-from", str(tmp_path)], capture_output=True, text=True, timeout=300,
                          cwd=ROOT)
     assert out.returncode == 2 and out.stderr.strip().endswith(f"{tmp_path}/connect_four/selfplay-seed1/league.db"), out.stderr
@@ -394,7 +394,7 @@ def test_bench_anchors_versus_scores_one_run_against_another_head_to_head(tmp_pa
     nash_store(tmp_path / "a", "kuhn_poker", sharp_models(game, 2, seed=0), [0.5, 0.5])
     nash_store(tmp_path / "b", "kuhn_poker", [leaning_model(game, 0, 10.0)], [1.0])
     nash_store(tmp_path / "c4", "connect_four", sharp_models(make_game("connect_four", 1), 1, seed=0), [1.0])
-    cmd = [sys.executable, "-m", "bench.anchors", "--storage", str(tmp_path / "a"), "--anchors", "uniform",
+    cmd = [sys.executable, "-m", "evaluation.anchor_scores", "--storage", str(tmp_path / "a"), "--anchors", "uniform",
            "--games", "20", "--versus-games", "3000", "--seed", "4"]
     out = subprocess.run([*cmd, "--versus", str(tmp_path / "b")], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr
@@ -410,7 +410,7 @@ def test_a_mixture_that_searches_plays_the_anchors_far_better_than_its_network(t
     """Near-uniform nets, and the same nets choosing by PUCT search with one random rollout a leaf
     (100 simulations a move): tic-tac-toe's MCTS-100 beats the first almost always; the searching
     mixture draws or wins a large share (0.5 is a draw every game)."""
-    from policies.search import SearchSpec
+    from evaluation.search import SearchSpec
 
     game = make_game("tic_tac_toe", 1)
     near_uniform = [ActorCritic(PolicySpec(game.obs_size, game.num_actions, (16,))) for _ in range(2)]
@@ -422,7 +422,7 @@ def test_a_mixture_that_searches_plays_the_anchors_far_better_than_its_network(t
 
 def test_anchors_scored_in_several_processes_score_exactly_as_in_one(tmp_path):
     """``--jobs``: each anchor's games and seed are the same whichever process plays them."""
-    from policies.search import SearchSpec
+    from evaluation.search import SearchSpec
 
     game = make_game("tic_tac_toe", 1)
     nets = [ActorCritic(PolicySpec(game.obs_size, game.num_actions, (16,))) for _ in range(2)]
@@ -446,7 +446,7 @@ def test_bench_anchors_agent_scores_one_snapshot_of_each_run_not_its_mixture(tmp
     bettor, passive = leaning_model(game, 1, 10.0), leaning_model(game, 0, 10.0)
     nash_store(tmp_path / "a", "kuhn_poker", [*sharp_models(game, 1, seed=0), bettor], [1.0, 0.0])
     nash_store(tmp_path / "b", "kuhn_poker", [*sharp_models(game, 1, seed=1), passive], [1.0, 0.0])
-    cmd = [sys.executable, "-m", "bench.anchors", "--storage", str(tmp_path / "a"), "--anchors", "uniform",
+    cmd = [sys.executable, "-m", "evaluation.anchor_scores", "--storage", str(tmp_path / "a"), "--anchors", "uniform",
            "--games", "20", "--versus-games", "20000", "--seed", "4", "--versus", str(tmp_path / "b")]
     out = subprocess.run([*cmd, "--agent", "main_agent-0-v1"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr

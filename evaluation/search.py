@@ -21,7 +21,7 @@ every edge it crosses, so the other descents of the same batch spread over other
 
 The network's prior temperature (``prior_temperature``, above 1 flattens it) keeps a
 low-entropy policy from starving the search. The network alone (``simulations: 0`` in a config)
-is ``policies.anchors.play_game`` without a search.
+is ``evaluation.anchors.play_game`` without a search.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class PUCT:
         check_searchable(game)
         if spec.simulations < 1:
             raise ValueError("search: simulations must be >= 1 to search (0 is the network alone: "
-                             "policies.anchors.play_game without search)")
+                             "evaluation.anchors.play_game without search)")
         self.game, self.model, self.spec, self.rng = game, model, spec, rng
         self.tensor = state_tensor(game)
         self.num_actions = game.num_distinct_actions()

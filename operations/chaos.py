@@ -1,6 +1,6 @@
 """Chaos soak: run a league and kill a random actor every few seconds; nothing may be lost.
 
-    python -m bench.chaos [--minutes 5] [--storage DIR] [--seed 0]
+    python -m operations.chaos [--minutes 5] [--storage DIR] [--seed 0]
 
 Runs the smoke league (configs/smoke.yaml: three learners, their rollout
 workers, an exact evaluator, the Serve opponents deployment and API) on a
@@ -45,7 +45,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("coordinator", "learner", "worker", "evaluator", "replica")
 RECOVERY_TIMEOUT_S = 180.0
-log = logging.getLogger("bench.chaos")
+log = logging.getLogger("operations.chaos")
 
 
 def _try(fn, default=None):
@@ -229,7 +229,7 @@ def run_chaos(minutes: float = 5.0, storage: str | None = None, seed: int = 0, s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m operations.chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=5.0, help="length of the soak (default 5)")
     parser.add_argument("--storage", default=None, help="run folder (default: a new temporary folder)")
     parser.add_argument("--seed", type=int, default=0)

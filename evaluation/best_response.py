@@ -20,14 +20,14 @@ then plays fresh episodes with the trained policy (greedy by default) and
 reports their mean return with a 95% confidence interval (normal
 approximation; the episodes are independent). For games small enough to
 enumerate (Kuhn and Leduc poker) it adds the exact best-response value
-(``exact_br_return``, from ``policies.exploitability``) and the exact expected
+(``exact_br_return``, from ``evaluation.exploitability``) and the exact expected
 return of the policy it trained (``trained_exact_return``), so the gap between
 probe and truth is visible.
 
 CLI::
 
-    python -m policies.best_response --storage RUN_DIR [--agent ID] [--steps N]
-    python -m policies.best_response --uniform --game kuhn_poker [--steps N]
+    python -m evaluation.best_response --storage RUN_DIR [--agent ID] [--steps N]
+    python -m evaluation.best_response --uniform --game kuhn_poker [--steps N]
 
 prints one JSON line with ``br_return``, ``ci95`` ([low, high]) and, where the
 game is enumerable, ``exact_br_return``.
@@ -140,9 +140,9 @@ def evaluate(game, model, target, episodes: int, rng: np.random.Generator,
 
 
 def greedy_table(game_name: str, model) -> np.ndarray:
-    """Probability table (``policies.exploitability`` order) of ``model``'s
+    """Probability table (``evaluation.exploitability`` order) of ``model``'s
     most probable legal action at every information state."""
-    from policies.exploitability import info_states, policy_table
+    from evaluation.exploitability import info_states, policy_table
 
     states = info_states(game_name)
     probs = np.where(states.mask, policy_table(game_name, model), -1.0)
@@ -154,7 +154,7 @@ def greedy_table(game_name: str, model) -> np.ndarray:
 def exact_values(game_name: str, members, weights, model, greedy: bool) -> dict:
     """Exact best-response value of the mixture and exact return of ``model``
     against it (both averaged over the two seats)."""
-    from policies.exploitability import (
+    from evaluation.exploitability import (
         _table,
         nash_conv_of_mixture,
         policy_table,
@@ -237,7 +237,7 @@ def _stored_target(run_dir: str, agent: str | None):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m policies.best_response",
+        prog="python -m evaluation.best_response",
         description="Approximate exploitability: train a PPO best response against a league's Nash mixture, "
                     "one snapshot, or uniform random play; prints one JSON line.",
     )

@@ -1,8 +1,8 @@
 """The k_opponents example without Ray: one learner, the real PPO update and novelty shaper.
 
-    python -m bench.k_opponents_emu [--weights 0.5 0.0] [--seeds 0 1] [--updates 100]
+    python -m experiments.k_opponents_emu [--weights 0.5 0.0] [--seeds 0 1] [--updates 100]
 
-A quick stand-in for ``bench.k_opponents`` to study the shaper's settings: one
+A quick stand-in for ``experiments.k_opponents`` to study the shaper's settings: one
 learner (``policies.ppo.ppo_update`` on an ``ActorCritic`` with the dominant
 config's hidden size, lr, epochs, minibatch and ent_coef) plays seat 0 of the
 game of configs/dominant.yaml in groups of k = 4 episodes, each against a
@@ -12,7 +12,7 @@ groups (1024 one-step episodes). Unshaped: trained on the returns; shaped:
 on ``league.objectives.novelty`` with ``weight`` (the learner's code path:
 the shaper's reward replaces each episode's return). Prints one JSON line per
 setting and seed: the pool's most-probable actions counted per action and
-``distinct_strategies`` as bench.k_opponents counts it.
+``distinct_strategies`` as experiments.k_opponents counts it.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def run(weight: float | None, seed: int, updates: int = 100, groups: int = 256, 
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.k_opponents_emu")
+    parser = argparse.ArgumentParser(prog="python -m experiments.k_opponents_emu")
     parser.add_argument("--weights", type=float, nargs="*", default=[0.5, 0.0])
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1])
     parser.add_argument("--updates", type=int, default=100)

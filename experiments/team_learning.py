@@ -1,6 +1,6 @@
 """Does a team learn to fight? PPO with parameter sharing against a uniform random team, no Ray.
 
-    python -m bench.team_learning [--map-size 16] [--minutes 3 | --updates N] [--margin-only]
+    python -m experiments.team_learning [--map-size 16] [--minutes 3 | --updates N] [--margin-only]
         [--param attack_penalty=0.0 ...] [--hidden 256 256] [--critic shared|separate|central]
         [--eval-games N] [--opponent uniform|scripted]
 
@@ -23,8 +23,8 @@ a centralized critic in MAPPO's sense, Yu et al. 2022, "The Surprising Effective
 Cooperative Multi-Agent Games"). The actor sees the agent's own observation in all three.
 ``--opponent scripted`` trains against the scripted team instead of a uniform random one (each
 line's ``score_vs_opponent`` is then against it). ``--eval-games N`` ends with one more JSON line: the trained policy's score against a uniform
-random team and against the scripted team (``policies.scripted:attack_nearest``), N games each,
-seats alternating (``policies.anchors``).
+random team and against the scripted team (``evaluation.scripted:attack_nearest``), N games each,
+seats alternating (``evaluation.anchors``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import time
 
 BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
 CRITICS = ("shared", "separate", "central")
-SCRIPTED = "policies.scripted:attack_nearest"
+SCRIPTED = "evaluation.scripted:attack_nearest"
 
 
 def team_mean_view(game):
@@ -85,7 +85,7 @@ def two_towers(obs_size: int, num_actions: int, hidden: tuple[int, ...], central
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.team_learning", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.team_learning", description=__doc__.split("\n\n")[0])
     parser.add_argument("--map-size", type=int, default=16, help="battle's map_size (16: 6 agents a side)")
     parser.add_argument("--minutes", type=float, default=3.0)
     parser.add_argument("--updates", type=int, default=0, help="stop after this many PPO updates instead (0: --minutes)")
@@ -99,7 +99,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--critic", choices=CRITICS, default="shared",
                         help="the value function: shared trunk, separate critic, or central critic (team mean)")
     parser.add_argument("--opponent", choices=("uniform", "scripted"), default="uniform",
-                        help="the team trained against: uniform random play or policies.scripted:attack_nearest")
+                        help="the team trained against: uniform random play or evaluation.scripted:attack_nearest")
     parser.add_argument("--eval-games", type=int, default=0,
                         help="score the trained policy against uniform and the scripted team at the end (0: no)")
     args = parser.parse_args(argv)
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
     if args.opponent == "uniform":
         opponent = EpisodeMixture([None], [1.0], rng)
     else:
-        from policies.anchors import _protocol_anchor, parse_anchor
+        from evaluation.anchors import _protocol_anchor, parse_anchor
 
         bot = _protocol_anchor(parse_anchor(SCRIPTED), plain, rng)
         opponent = lambda obs, mask: bot(obs[:, :plain.obs_size], mask)  # noqa: E731 (the game's own rows)
@@ -163,7 +163,7 @@ def main(argv=None) -> int:
                               "reward_per_trajectory": round(float(rollout.rewards.sum()) / max(rollout.num_episodes, 1), 3),
                               "entropy": round(float(stats["entropy"]), 3), "critic": args.critic}), flush=True)
     if args.eval_games:
-        from policies.anchors import score_against
+        from evaluation.anchors import score_against
 
         kwargs = {"map_size": args.map_size, **args.params, "teams": teams}
         scores = {a: score_against(BATTLE, kwargs, [policy], [1.0], a, args.eval_games, args.seed)

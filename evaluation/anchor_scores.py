@@ -1,18 +1,18 @@
 """Scores of league mixtures against fixed anchors (uniform play, OpenSpiel's MCTS bot, a user's bot).
 
-    python -m bench.anchors --storage RUN [--storage RUN2 ...]
+    python -m evaluation.anchor_scores --storage RUN [--storage RUN2 ...]
         [--anchors uniform,mcts:10,mcts:100,mcts:1000] [--games 100] [--seed 0]
-    python -m bench.anchors --uniform --game connect_four [--anchors ...]
-    python -m bench.anchors --uniform --game pettingzoo-parallel:magent2.environments.battle_v4:parallel_env \
+    python -m evaluation.anchor_scores --uniform --game connect_four [--anchors ...]
+    python -m evaluation.anchor_scores --uniform --game pettingzoo-parallel:magent2.environments.battle_v4:parallel_env \
         --params '{"map_size": 16}' --teams '{"prefix": ["red_", "blue_"], "score": "survivors", "max_cycles": 200}' \
-        --anchors uniform,policies.scripted:attack_nearest
-    python -m bench.anchors --config configs/connect_four.yaml (--uniform | --storage RUN)
-    python -m bench.anchors --storage RUN --versus OTHER_RUN [--versus-games 200] [--anchors ...]
-    python -m bench.anchors --storage RUN --versus OTHER_RUN --agent main_agent-0-v160 [--anchors ...]
+        --anchors uniform,evaluation.scripted:attack_nearest
+    python -m evaluation.anchor_scores --config configs/connect_four.yaml (--uniform | --storage RUN)
+    python -m evaluation.anchor_scores --storage RUN --versus OTHER_RUN [--versus-games 200] [--anchors ...]
+    python -m evaluation.anchor_scores --storage RUN --versus OTHER_RUN --agent main_agent-0-v160 [--anchors ...]
 
 For each run folder it loads the latest published Nash mixture (no Ray) and
 plays ``--games`` whole games against each anchor, seats alternating, one
-member drawn per game by its weight (``policies.anchors``). Prints one JSON line
+member drawn per game by its weight (``evaluation.anchors``). Prints one JSON line
 per run::
 
     {"bench": "anchors", "storage": ..., "game": ..., "support": ...,
@@ -28,14 +28,14 @@ more with search over ``search.anchor_games`` games per anchor, as the judge's
 of one core at ``evaluator.anchor_every_seconds``, round / (round + every).
 
 With ``--search SIMULATIONS`` the line adds ``search``: the same games with each member playing
-PUCT search guided by its network's prior and value (``policies.search``; ``--rollout-weight``,
+PUCT search guided by its network's prior and value (``evaluation.search``; ``--rollout-weight``,
 ``--c-puct``, ``--prior-temperature``), its settings, its ``anchors`` and its ``seconds``; the
 network-alone scores stay in ``anchors``, so what search adds to the learned policy shows beside
 what the policy is without it. ``--uniform --search N`` is the search with a uniform prior and
 rollouts alone: the search's own strength, with nothing learned.
 
 With ``--versus OTHER_RUN`` each line adds ``versus``: the run's mixture against the other run's,
-head to head (``bench.league_vs_selfplay.head_to_head``: ``--versus-games`` games, each member by
+head to head (``evaluation.compare.head_to_head``: ``--versus-games`` games, each member by
 its Nash weight against one member of the other mixture drawn per game, seats alternating), the
 run's score with its 95% interval: two configs of one game compared directly.
 
@@ -75,7 +75,7 @@ def _stored_game(run_dir: str) -> tuple[str, dict]:
 
 def _stored_mixture(run_dir: str, agent: str | None = None):
     """A run's game and what it plays: its published mixture, or with ``agent`` that snapshot."""
-    from policies.exploitability import load_subject
+    from evaluation.exploitability import load_subject
 
     game, params = _stored_game(run_dir)
     ids, models, weights = load_subject(run_dir, agent)
@@ -84,7 +84,7 @@ def _stored_mixture(run_dir: str, agent: str | None = None):
 
 def score_mixture(game: str, params: dict, models, weights, anchors: list[str], games: int, seed: int,
                   search=None) -> dict:
-    from policies.anchors import score_against
+    from evaluation.anchors import score_against
 
     return {a: {k: v for k, v in score_against(game, params, models, weights, a, games, seed, search).items()
                 if k != "anchor"} for a in anchors}
@@ -96,7 +96,7 @@ def _versus(run_dir: str, other: str, game: str, params: dict, games: int, seed:
     ``agent``: that snapshot of each run instead of its mixture."""
     from pathlib import Path
 
-    from bench.league_vs_selfplay import head_to_head
+    from evaluation.compare import head_to_head
 
     other_game, other_params = _stored_game(other)  # head_to_head loads what it plays
     if (other_game, other_params) != (game, params):
@@ -106,7 +106,7 @@ def _versus(run_dir: str, other: str, game: str, params: dict, games: int, seed:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.anchors", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m evaluation.anchor_scores", description=__doc__.split("\n\n")[0])
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--storage", action="append", metavar="RUN_DIR", help="a league run folder (repeatable)")
     what.add_argument("--uniform", action="store_true", help="score uniform random play (needs --game)")
@@ -124,7 +124,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--versus-games", type=int, default=200, help="head-to-head games with --versus (default 200)")
     parser.add_argument("--search", type=int, default=0, metavar="SIMULATIONS",
                         help="also score the mixture playing with PUCT search guided by its networks, SIMULATIONS "
-                             "a move (policies.search; a perfect-information OpenSpiel game)")
+                             "a move (evaluation.search; a perfect-information OpenSpiel game)")
     parser.add_argument("--rollout-weight", type=float, default=0.0,
                         help="with --search: a leaf's value mixes one random rollout in at this weight (default 0)")
     parser.add_argument("--c-puct", type=float, default=1.5, help="with --search: PUCT's exploration (default 1.5)")
@@ -164,14 +164,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.cfg is not None and args.cfg.search.simulations and not args.search:
         args.search_spec = args.cfg.search  # the judge's third subject: its cost is part of a round
     if args.search:
-        from policies.search import SearchSpec
+        from evaluation.search import SearchSpec
 
         try:
             args.search_spec = SearchSpec(simulations=args.search, c_puct=args.c_puct,
                                           rollout_weight=args.rollout_weight, prior_temperature=args.prior_temperature)
         except ValueError as exc:
             parser.error(f"--search: {exc}")
-    from policies.anchors import parse_anchor
+    from evaluation.anchors import parse_anchor
 
     args.anchors = [a.strip() for a in args.anchors.split(",") if a.strip()]
     try:
@@ -188,7 +188,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     targets = [None] if args.uniform else args.storage
-    import policies.anchors  # noqa: F401 (imported before the clock starts)
+    import evaluation.anchors  # noqa: F401 (imported before the clock starts)
 
     for run_dir in targets:
         t0, cpu0 = time.perf_counter(), time.process_time()

@@ -1,7 +1,7 @@
 """The league's published Nash mixture as files that play without torch, Ray or this project.
 
-    python -m policies.export --storage runs/connect_four --out nash_policy
-    python -m policies.export --storage runs/connect_four --out nash_ts --format torchscript
+    python -m serve.export --storage runs/connect_four --out nash_policy
+    python -m serve.export --storage runs/connect_four --out nash_ts --format torchscript
 
 reads the latest published mixture from the run's store (``LeagueStore.latest_nash``:
 member ids and weights; ``snapshot_blob``: each member's weights) and writes, for
@@ -146,7 +146,7 @@ def export_mixture(storage: str | Path, out: str | Path, fmt: str = "onnx") -> d
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m policies.export",
+    parser = argparse.ArgumentParser(prog="python -m serve.export",
                                      description="Write a league's published Nash mixture as ONNX (or TorchScript) "
                                                  "graphs plus policy.json.")
     parser.add_argument("--storage", required=True, metavar="RUN_DIR", help="the league's run folder (run.storage)")
@@ -156,7 +156,7 @@ def main(argv=None) -> int:
     try:
         manifest = export_mixture(args.storage, args.out, args.format)
     except Exception as exc:  # StoreError, ValueError: one line, no traceback
-        print(f"policies.export: {exc}", file=sys.stderr)
+        print(f"serve.export: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"out": str(args.out), "format": manifest["format"], "game": manifest["game"],
                       "members": {m["agent_id"]: round(m["weight"], 6) for m in manifest["members"]}}))

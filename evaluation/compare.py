@@ -1,6 +1,6 @@
 """League vs self-play at equal wall-clock time, on several games and seeds.
 
-    python -m bench.league_vs_selfplay --game kuhn_poker|leduc_poker|connect_four|all
+    python -m evaluation.compare --game kuhn_poker|leduc_poker|connect_four|all
         [--game ...] [--minutes 10] [--seeds 3] [--probe-steps 600000] [--storage DIR]
 
 For each game, both sides start from the same shipped config, ``configs/<game>.yaml``:
@@ -21,10 +21,10 @@ seeds (league seed 1, self-play seed 1, league seed 2, ...). After each run the
 published Nash mixture is measured in this process (no Ray):
 
 - games that support exact evaluation (Kuhn, Leduc): the exact NashConv
-  (``policies.exploitability``);
+  (``evaluation.exploitability``);
 - the others (Connect Four): the approximate exploitability, the return of a
   PPO best response trained against the mixture for ``--probe-steps``
-  decisions (``policies.best_response``; the same budget and probe seed for
+  decisions (``evaluation.best_response``; the same budget and probe seed for
   both sides), plus the head-to-head score of the two mixtures of each seed:
   every member of the league's mixture plays whole games against the
   self-play mixture (one member drawn per game), seats alternated, episodes
@@ -34,11 +34,11 @@ Both sides also report their env steps/s (the store's env-step counter over the
 run's seconds, start-up included) and, where the game has anchors (``--anchors``;
 by default ``mcts:100,mcts:1000`` on perfect-information OpenSpiel games, else the
 config's ``anchors``), each
-published mixture's score against them (``policies.anchors``: seats alternating,
+published mixture's score against them (``evaluation.anchors``: seats alternating,
 one member drawn per game, ``--anchor-games`` games per anchor). With ``--search
 SIMULATIONS`` (or a config whose ``search`` section is on) each mixture is scored
 against the anchors a second time with its members playing PUCT search guided by
-their networks (``policies.search``, docs/search.md), into ``search.anchors``: what
+their networks (``evaluation.search``, docs/search.md), into ``search.anchors``: what
 the league learned shows in ``anchors``, what it plays like with search beside it.
 The anchors are scored in ``--jobs`` processes at once (default: the machine's
 cores; no league runs while they play), each anchor with the same games and seed as
@@ -225,7 +225,7 @@ def validate_args(args: argparse.Namespace) -> None:
     if args.first_seed < 0:
         raise ValueError(f"--first-seed must be >= 0, got {args.first_seed}")
     if args.anchors is not None:
-        from policies.anchors import parse_anchor
+        from evaluation.anchors import parse_anchor
 
         args.anchors = [a.strip() for a in args.anchors.split(",") if a.strip()]
         for a in args.anchors:
@@ -300,7 +300,7 @@ def launch(game: str, overrides: list[str]) -> float:
 def measure(game: str, params: dict, exact: bool, storage: Path, probe_steps: int, probe_eval_episodes: int,
             seed: int) -> dict:
     """The quality of the league's published Nash mixture in ``storage``."""
-    from policies.exploitability import load_nash_mixture
+    from evaluation.exploitability import load_nash_mixture
 
     try:
         ids, models, weights = load_nash_mixture(storage)
@@ -310,12 +310,12 @@ def measure(game: str, params: dict, exact: bool, storage: Path, probe_steps: in
     out: dict[str, Any] = {"support": len(ids)}
     if exact:
         from envs import make_game
-        from policies.exploitability import exact_nash_conv
+        from evaluation.exploitability import exact_nash_conv
 
         out["value"] = exact_nash_conv(make_game(game, 1, **params), models, weights)["nash_conv"]
     else:
-        from policies.anchors import protocol_envs
-        from policies.best_response import ProbeConfig, probe
+        from evaluation.anchors import protocol_envs
+        from evaluation.best_response import ProbeConfig, probe
 
         # a team game holds every agent's decisions of a running episode: fewer environments
         envs = ProbeConfig().num_envs if params.get("teams") is None else protocol_envs(game, params, 64)
@@ -472,8 +472,8 @@ def default_anchors(game: str, params: dict) -> list[str]:
 def _scores(game: str, params: dict, storage: Path, tasks: Sequence[tuple[str, object]], games: int,
             seed: int) -> list[float]:
     """The published mixture in ``storage``, loaded once, scored against each ``(anchor, search)``."""
-    from policies.anchors import score_against
-    from policies.exploitability import load_nash_mixture
+    from evaluation.anchors import score_against
+    from evaluation.exploitability import load_nash_mixture
 
     _, models, weights = load_nash_mixture(storage)
     return [score_against(game, params, models, weights, a, games, seed, spec)["score"] for a, spec in tasks]
@@ -489,8 +489,8 @@ def _anchor_score(game: str, params: dict, storage: Path, anchor: str, games: in
 
 def anchor_scores(game: str, params: dict, storage: Path, anchors: Sequence[str], games: int, seed: int,
                   search=None, jobs: int = 1) -> tuple[dict, dict]:
-    """The published mixture's score against each anchor (``policies.anchors``), and with ``search``
-    (a ``policies.search.SearchSpec``) its score when its members search their moves ({} without).
+    """The published mixture's score against each anchor (``evaluation.anchors``), and with ``search``
+    (a ``evaluation.search.SearchSpec``) its score when its members search their moves ({} without).
     With ``jobs`` above 1 the anchors are scored in that many processes at once, searched ones first
     (the slowest); each anchor's games and seed are the same as in one process, so are its scores."""
     tasks = [(a, spec) for spec in ((search,) if search is not None else ()) + (None,) for a in anchors]
@@ -514,7 +514,7 @@ def search_spec(game: str, name: str, params: dict, args: argparse.Namespace):
     """The search both mixtures are also scored with: ``--search`` if given (ValueError where the
     game cannot be searched), else the config's ``search`` section where it is on, else None."""
     from league.config import load_config
-    from policies.search import SearchSpec, check_searchable
+    from evaluation.search import SearchSpec, check_searchable
 
     if args.search:
         from envs.openspiel import load_two_player_zero_sum
@@ -538,9 +538,9 @@ def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage
     import numpy as np
 
     from envs import make_game
-    from policies.anchors import protocol_envs
-    from policies.best_response import evaluate
-    from policies.exploitability import load_subject
+    from evaluation.anchors import protocol_envs
+    from evaluation.best_response import evaluate
+    from evaluation.exploitability import load_subject
     from policies.rollout import EpisodeMixture
 
     _, league_models, league_w = load_subject(league_storage, agent)
@@ -667,11 +667,11 @@ def bench_game(game: str, args: argparse.Namespace, root: Path, search=None,
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    from policies.best_response import ProbeConfig
+    from evaluation.best_response import ProbeConfig
 
     probe = ProbeConfig()
     parser = argparse.ArgumentParser(
-        prog="python -m bench.league_vs_selfplay",
+        prog="python -m evaluation.compare",
         description="League vs self-play from the same config at equal wall-clock time; one JSON line per game.")
     parser.add_argument("--game", action="append", metavar="GAME",
                         help=f"a game with a shipped configs/GAME.yaml, or all ({', '.join(ALL_GAMES)}); "
@@ -691,7 +691,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--anchor-games", type=int, default=100, help="games per anchor and run (default 100)")
     parser.add_argument("--search", type=int, default=0, metavar="SIMULATIONS",
                         help="also score both mixtures against the anchors with their members playing PUCT search, "
-                             "SIMULATIONS a move (policies.search; default: the config's search section where on)")
+                             "SIMULATIONS a move (evaluation.search; default: the config's search section where on)")
     parser.add_argument("--rollout-weight", type=float, default=0.0,
                         help="with --search: a leaf's value mixes one random rollout in at this weight (default 0)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,

@@ -1,4 +1,4 @@
-"""bench.profile: stacks charged to the innermost frame of the project's code, and a real py-spy
+"""operations.profile: stacks charged to the innermost frame of the project's code, and a real py-spy
 recording of a process busy in one of the project's functions."""
 
 import subprocess
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from bench.profile import charge, frame_label, profile, py_spy
+from operations.profile import charge, frame_label, profile, py_spy
 
 LANES = "/anywhere/checkout/policies/lanes.py"
 TORCH = "/venv/lib/python3.12/site-packages/torch/nn/modules/linear.py"
@@ -58,7 +58,7 @@ def test_a_recording_charges_a_busy_process_to_the_function_of_ours_it_runs():
 
 
 def test_cpu_only_counts_each_process_within_the_window_from_its_scans():
-    from bench.profile import cpu_used
+    from operations.profile import cpu_used
 
     window_start = 1000  # clock ticks since boot
     scans = [
@@ -76,7 +76,7 @@ def test_cpu_only_counts_each_process_within_the_window_from_its_scans():
 
 
 def test_cpu_only_reads_a_running_process_without_py_spy(monkeypatch):
-    import bench.profile as prof
+    import operations.profile as prof
 
     proc = subprocess.Popen([sys.executable, "-c", "print('ready', flush=True)\nwhile True:\n    pass\n"],
                             stdout=subprocess.PIPE, text=True)

@@ -20,7 +20,7 @@ it means the same thing in every run:
   ``VectorGame`` (``envs``) and returns an object whose ``act(obs, mask)``
   returns one action per row, played through the game protocol like
   ``uniform``: its side's rows of a step (in a team game one row per acting
-  agent, of every environment) in one call. ``policies.scripted:attack_nearest``
+  agent, of every environment) in one call. ``evaluation.scripted:attack_nearest``
   is one, for MAgent2's battle.
 
 A policy plays whole games against an anchor, seats alternating (game ``i``:
@@ -44,7 +44,7 @@ from envs import is_openspiel_game
 from envs.openspiel import load_two_player_zero_sum, sample_chance, state_tensor
 from league.anchors import AnchorSpec, parse_anchor  # noqa: F401 (re-exported: the syntax needs no pyspiel)
 from policies.net import sample_rows
-from policies.search import PUCT, SearchSpec
+from evaluation.search import PUCT, SearchSpec
 
 UCT_C = 2.0  # OpenSpiel's default exploration constant for MCTSBot
 ROLLOUTS = 1  # random rollouts per leaf evaluation (OpenSpiel's examples use 1)
@@ -150,7 +150,7 @@ def play_game(game: pyspiel.Game, model, bot, policy_seat: int, rng: np.random.G
               search: SearchSpec | None = None, search_rng: np.random.Generator | None = None) -> float:
     """One whole game, ``model`` (an actor-critic, or None for uniform play) in
     ``policy_seat``, ``bot`` in the other; the policy's return. With ``search`` the policy
-    plays with PUCT search guided by its network (``policies.search``), drawing on ``search_rng``."""
+    plays with PUCT search guided by its network (``evaluation.search``), drawing on ``search_rng``."""
     tensor = state_tensor(game)
     searcher = PUCT(game, model, search, search_rng if search_rng is not None else rng) if search is not None else None
     num_actions = game.num_distinct_actions()
@@ -228,7 +228,7 @@ def _scores_through_protocol(game_name: str, params: dict | None, models, w: np.
     (``envs``), so any game the league runs has these anchors; each member plays its share of the
     games (drawn by weight), seats alternating, scored by the game's own ``score``."""
     from envs import make_game
-    from policies.best_response import evaluate
+    from evaluation.best_response import evaluate
     from policies.rollout import EpisodeMixture
 
     game = make_game(game_name, protocol_envs(game_name, params, games), seed=int(rng.integers(2**31)),

@@ -1,6 +1,6 @@
 """Unshaped vs novelty-shaped league on a game with a dominant strategy, at equal wall-clock time.
 
-    python -m bench.k_opponents [--minutes 1.5]
+    python -m experiments.k_opponents [--minutes 1.5]
 
 Runs configs/dominant.yaml as it is ("unshaped"), then with every role's
 ``objective={k_opponents: 4, shaper: novelty, params: {weight: 0.0}}``
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.league_vs_selfplay import wait_or_stop
+from evaluation.compare import wait_or_stop
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "configs/dominant.yaml"
@@ -83,7 +83,7 @@ def run(minutes: float, storage: Path, overrides: list[str]) -> None:
 def main(argv=None) -> int:
     import yaml
 
-    parser = argparse.ArgumentParser(prog="python -m bench.k_opponents")
+    parser = argparse.ArgumentParser(prog="python -m experiments.k_opponents")
     parser.add_argument("--minutes", type=float, default=1.5)
     args = parser.parse_args(argv)
     # SIGTERM unwinds like Ctrl-C: the running launcher is stopped, the temporary folder removed
