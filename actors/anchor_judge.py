@@ -40,8 +40,11 @@ import ray
 import torch
 
 from envs import game_info
-from league.anchors import anchor_ratings, anchored_elo, elo_kind, score_kind
+from league.anchors import anchor_ratings, anchored_elo
 from league.config import Config
+from league.measures import (NEWEST_MAIN, PUBLISHED, PUBLISHED_SEARCH, TEAM_TRACE, anchor_elo_kind,
+                             anchor_score_kind)
+from league.pool import AgentType
 from evaluation.anchors import score_against, survivors_trace
 from evaluation.search import SearchSpec
 from policies.snapshot import policy_from_bytes
@@ -82,14 +85,15 @@ class AnchorJudgeImpl:
         if nash.ids:
             models = [policy_from_bytes(ray.get(self.coordinator.get_snapshot.remote(i))) for i in nash.ids]
             weights = [float(w) for w in nash.weights]
-            out.append(("published", nash.ids, models, weights, nash.pool_version, None))
+            out.append((PUBLISHED, nash.ids, models, weights, nash.pool_version, None))
             if self.search is not None:
-                out.append(("published_search", nash.ids, models, weights, nash.pool_version, self.search))
-        mains = [a for a in ray.get(self.coordinator.pool.remote()) if a["agent_type"] == "main_agent"]
+                out.append((PUBLISHED_SEARCH, nash.ids, models, weights, nash.pool_version, self.search))
+        main = AgentType.main()
+        mains = [a for a in ray.get(self.coordinator.pool.remote()) if a["agent_type"] == main]
         if mains:
             newest = mains[-1]["agent_id"]  # the pool lists oldest first
             model = policy_from_bytes(ray.get(self.coordinator.get_snapshot.remote(newest)))
-            out.append(("newest_main", [newest], [model], [1.0], nash.pool_version, None))
+            out.append((NEWEST_MAIN, [newest], [model], [1.0], nash.pool_version, None))
         return out
 
     def judge_once(self) -> dict[str, dict[str, Any]]:
@@ -109,18 +113,18 @@ class AnchorJudgeImpl:
                 data = {"anchor": anchor, "subject": subject, "agents": ids, "ci95": res["ci95"],
                         "games": res["games"], "pool_version": pool_version,
                         "seconds": time.perf_counter() - start}
-                ray.get(self.coordinator.record_measurement.remote(score_kind(subject, anchor), res["score"], data))
+                ray.get(self.coordinator.record_measurement.remote(anchor_score_kind(subject, anchor), res["score"], data))
                 scored[anchor] = res["score"]
                 if anchor in self.ratings:
                     rated.append((self.ratings[anchor], res["score"], res["games"]))
             if rated:
                 elo = anchored_elo(rated)
-                ray.get(self.coordinator.record_measurement.remote(elo_kind(subject), elo, {
+                ray.get(self.coordinator.record_measurement.remote(anchor_elo_kind(subject), elo, {
                     "subject": subject, "agents": ids, "pool_version": pool_version,
                     "anchors": {a: self.ratings[a] for a in cfg.anchors if a in self.ratings},
                     "games": sum(n for _, _, n in rated)}))
                 scored["elo"] = elo
-            if subject == "published" and self.team_game and cfg.anchors:
+            if subject == PUBLISHED and self.team_game and cfg.anchors:
                 self._trace(ids, models, weights, pool_version)
         if out:
             self.judged += 1
@@ -131,7 +135,7 @@ class AnchorJudgeImpl:
         best = max(range(len(ids)), key=lambda i: weights[i])
         trace = survivors_trace(self.cfg.game.name, self.cfg.game.kwargs, models[best], self.cfg.anchors[-1],
                                 seat=self.judged % 2, seed=self.seed + 1000 * self.judged + 999)
-        ray.get(self.coordinator.record_measurement.remote("team_trace", trace["score"], {
+        ray.get(self.coordinator.record_measurement.remote(TEAM_TRACE, trace["score"], {
             **trace, "agent": ids[best], "pool_version": pool_version}))
 
     def run(self) -> int:

@@ -26,6 +26,8 @@ from league.backup import state_digest
 from league.config import Config
 from league.league import League
 from league.matchmaking import MatchPlan
+from league.measures import (ANCHORS, ELO, META_NASH_CONV, NASH_CONV, PROBE_QUALITY, QUALITY, SUBJECTS,
+                             anchor_elo_kind, anchor_score_kind)
 from league.messages import (Checkpoint, ExactScores, MatchAssignments, NashMixture, ProgressDecision, ResultBatch,
                              SnapshotReply)
 from league.store import LeagueStore
@@ -62,11 +64,6 @@ def disk_full(exc: BaseException) -> bool:
     if isinstance(exc, sqlite3.OperationalError):
         return "full" in str(exc).lower()
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
-
-
-# measurement kinds the coordinator shows beside meta-exploitability (GET /status, /nash, metrics)
-QUALITY_KINDS = {"nash_conv": "nash_conv", "meta_nash_conv": "meta_nash_conv", "probe": "probe_br_return",
-                 "team_trace": "team_trace"}
 
 
 class LeagueCoordinatorImpl:
@@ -461,53 +458,51 @@ class LeagueCoordinatorImpl:
         (Kuhn, Leduc), the latest best-response probe (any game) and the latest scores against
         the fixed anchors (``anchors``), each with its time."""
         out: dict[str, Any] = {}
-        for key, kind in QUALITY_KINDS.items():
+        for key, kind in QUALITY.items():
             m = self.store.latest_measurement(kind)
             if m is not None:
                 out[key] = m
         anchors = self._anchor_quality()
         if anchors:
-            out["anchors"] = anchors
+            out[ANCHORS] = anchors
         return out
 
     def _anchor_quality(self) -> dict[str, Any]:
         """The latest score of each subject against each configured anchor and each subject's anchored
         Elo (league.anchors): ``{"published": {anchor: m}, "newest_main": {...}, "elo": {subject: m}}``,
         one indexed store look-up per kind."""
-        from league.anchors import SUBJECTS, elo_kind, score_kind
-
         out: dict[str, Any] = {}
         for subject in SUBJECTS:
             for anchor in self.cfg.anchors:
-                m = self.store.latest_measurement(score_kind(subject, anchor))
+                m = self.store.latest_measurement(anchor_score_kind(subject, anchor))
                 if m is not None:
                     out.setdefault(subject, {})[anchor] = m
-            m = self.store.latest_measurement(elo_kind(subject))
+            m = self.store.latest_measurement(anchor_elo_kind(subject))
             if m is not None:
-                out.setdefault("elo", {})[subject] = m
+                out.setdefault(ELO, {})[subject] = m
         return out
 
     def _export_quality(self) -> None:
         q = self.quality()
-        if "nash_conv" in q:
-            self.metrics.set("exact_nash_conv", q["nash_conv"]["value"])
-        if "meta_nash_conv" in q:
-            self.metrics.set("meta_nash_exact_nash_conv", q["meta_nash_conv"]["value"])
-        elif "nash_conv" in q and self.cfg.evaluator.publish == "nash":  # the meta-game Nash is what is published
-            self.metrics.set("meta_nash_exact_nash_conv", q["nash_conv"]["value"])
-        if "probe" in q:
-            p = q["probe"]
+        if NASH_CONV in q:
+            self.metrics.set("exact_nash_conv", q[NASH_CONV]["value"])
+        if META_NASH_CONV in q:
+            self.metrics.set("meta_nash_exact_nash_conv", q[META_NASH_CONV]["value"])
+        elif NASH_CONV in q and self.cfg.evaluator.publish == "nash":  # the meta-game Nash is what is published
+            self.metrics.set("meta_nash_exact_nash_conv", q[NASH_CONV]["value"])
+        if PROBE_QUALITY in q:
+            p = q[PROBE_QUALITY]
             self.metrics.set("probe_br_return", p["value"], bound="mean")
             low, high = p.get("ci95", (p["value"], p["value"]))
             self.metrics.set("probe_br_return", low, bound="ci95_low")
             self.metrics.set("probe_br_return", high, bound="ci95_high")
-        anchors = q.get("anchors", {})
+        anchors = q.get(ANCHORS, {})
         for subject, by_anchor in anchors.items():
-            if subject == "elo":
+            if subject == ELO:
                 continue
             for anchor, m in by_anchor.items():
                 self.metrics.set("anchor_score", m["value"], anchor=anchor, subject=subject)
-        for subject, m in anchors.get("elo", {}).items():
+        for subject, m in anchors.get(ELO, {}).items():
             self.metrics.set("anchor_elo", m["value"], subject=subject)
 
     # -- reading -------------------------------------------------------------------

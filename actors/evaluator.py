@@ -23,6 +23,7 @@ from actors.outbox import Outbox
 from envs import make_game
 from envs.base import utility_range
 from league.config import Config
+from league.measures import META_NASH_CONV, NASH_CONV
 from league.messages import ExactScores, NashMixture, Result, ResultBatch
 from league.seeds import generator, seed_int
 from monitoring.metrics import LeagueMetrics
@@ -109,9 +110,9 @@ class EvaluatorImpl:
                 log.warning("%s: least exploitable mixture not published (%s)", self.evaluator_id, exc)
             meta: NashMixture = ray.get(self.coordinator.meta_nash.remote())
             if meta.ids:
-                self._measure(meta, "meta_nash_conv")
+                self._measure(meta, META_NASH_CONV)
         nash: NashMixture = ray.get(self.coordinator.nash.remote())
-        return self._measure(nash, "nash_conv") if nash.ids else None
+        return self._measure(nash, NASH_CONV) if nash.ids else None
 
     def _measure(self, nash: NashMixture, kind: str) -> float:
         result = exact_nash_conv(self.game, [self.cache.get(a) for a in nash.ids], nash.weights)

@@ -24,6 +24,7 @@ import ray
 import torch
 
 from actors.outbox import DeliveryLog, Outbox
+from league import measures
 from league.config import Config
 from league.messages import EpisodeGroups, LearnerAck, WeightsReply
 from league.objectives import LearnerObjective, ShaperError
@@ -211,7 +212,7 @@ class LearnerImpl:
         if now - self._last_objective_record >= OBJECTIVE_RECORD_SECONDS:
             self._last_objective_record = now
             self.coordinator.record_measurement.remote(
-                "objective", stats["outcome_novelty"],
+                measures.OBJECTIVE, stats["outcome_novelty"],
                 {"learner": self.learner_id, "role": self.role, **stats, "skipped_updates": self.skipped_updates,
                  "k_opponents": self.objective.k_opponents, "shaper": self.objective.shaper})
         return data

@@ -23,6 +23,7 @@ import ray
 import torch
 
 from league.config import Config
+from league.measures import PROBE
 from evaluation.best_response import ProbeConfig, probe
 from policies.snapshot import policy_from_bytes
 
@@ -64,7 +65,7 @@ class ProberImpl:
         for key in ("exact_br_return", "exact_nash_conv", "trained_exact_return"):
             if key in out:
                 data[key] = out[key]
-        ray.get(self.coordinator.record_measurement.remote("probe_br_return", out["br_return"], data))
+        ray.get(self.coordinator.record_measurement.remote(PROBE, out["br_return"], data))
         return {"br_return": out["br_return"], **data}
 
     def run(self) -> int:

@@ -8,10 +8,11 @@ Vinyals et al. 2019). The judge actor (``actors.anchor_judge``) scores two
 subjects against every configured anchor: ``published``, the league's published
 Nash mixture, and ``newest_main``, the newest main-agent snapshot.
 
-Each score is the measurement ``anchor:<subject>:<anchor>`` (value: the score in
-[0, 1]; data: anchor, subject, agents, ci95, games, pool_version, seconds), and
-each subject's rating from the rated anchors is ``anchor_elo:<subject>``, one
-kind per pair, so the latest of each is one indexed look-up in the store.
+Each score is the measurement ``league.measures.anchor_score_kind(subject, anchor)``
+(value: the score in [0, 1]; data: anchor, subject, agents, ci95, games,
+pool_version, seconds), and each subject's rating from the rated anchors is
+``anchor_elo_kind(subject)``, one kind per pair, so the latest of each is one
+indexed look-up in the store.
 
 The rating is the maximum-likelihood Elo rating over all games against rated
 anchors: the r that solves ``sum_i n_i (s_i - E(r, R_i)) = 0`` with
@@ -27,6 +28,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
+
+# the subjects and the kinds of their measurements, read here by monitoring.report
+from league.measures import SUBJECTS  # noqa: F401
+from league.measures import anchor_elo_kind as elo_kind  # noqa: F401
+from league.measures import anchor_score_kind as score_kind  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -57,21 +63,9 @@ def parse_anchor(text: str) -> AnchorSpec:
     return AnchorSpec(text, "factory", factory=text)
 
 
-# published_search only where the config searches (search.simulations)
-SUBJECTS = ("published", "published_search", "newest_main")
 # the rating `uniform` gets unless anchor_elo says otherwise: the league's own Elo pins uniform
 # random play at 1000 (league.elo.UNIFORM_RANDOM), so the two scales agree
 UNIFORM_ELO = 1000.0
-
-
-def score_kind(subject: str, anchor: str) -> str:
-    """The measurement kind of ``subject``'s score against ``anchor``."""
-    return f"anchor:{subject}:{anchor}"
-
-
-def elo_kind(subject: str) -> str:
-    """The measurement kind of ``subject``'s anchored Elo rating."""
-    return f"anchor_elo:{subject}"
 
 
 def anchor_ratings(anchors: Sequence[str], anchor_elo: Mapping[str, float]) -> dict[str, float]:

@@ -1,42 +1,62 @@
-"""One schema for the whole league: dataclasses, YAML files, dotted overrides.
+"""The league's config schema: every setting with its default, its bounds and its meaning.
 
-    cfg = load_config("configs/kuhn_poker.yaml", ["run.max_minutes=10", "roles.main_agent.count=2"])
+    cfg = load_config("configs/kuhn_poker.yaml", ["run.max_minutes=10", "ppo.lr=1e-3"])
 
-An unknown key or an invalid value raises ``ConfigError`` whose message names
-the dotted key, so the launcher can stop before Ray starts with one line. Every
-check lives here: the values (``load_config``), and what needs the game and the
-code the config names (``check_runnable``).
+Each field is a ``setting`` (``league.config_loader``): ``check`` reads its bounds and choices in
+one loop, and a class's ``rules`` hold what a bound cannot say, each with its reason. An unknown
+key or an invalid value raises ``ConfigError`` whose message names the dotted key, so the
+launcher stops before Ray starts with one line. What needs the game and the code a config names
+is checked on the launcher's side (``actors.preflight``).
+
+Roles: a ``RoleConfig`` subclass that names its role (``class XConfig(RoleConfig, role="x")``)
+adds the section ``roles.x``; its rules are the class in ``league.roles`` that reads it.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import os
-import types
-import typing
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from dataclasses import dataclass, field, make_dataclass
+from typing import Any, ClassVar, Iterable, Mapping
 
-import yaml
+from league.anchors import parse_anchor
+from league.config_loader import ConfigError, check, from_dict, parse_override, read, setting
+from league.objectives import ShaperError, resolve_shaper
 
-
-class ConfigError(ValueError):
-    """A configuration key is unknown or its value invalid; ``key`` names it."""
-
-    def __init__(self, key: str, message: str):
-        super().__init__(f"{key}: {message}" if key else message)
-        self.key = key
-
+__all__ = ["Config", "ConfigError", "CurriculumStage", "EvaluatorConfig", "ExploiterConfig", "GameConfig",
+           "LeagueConfig", "LeagueExploiterConfig", "LearnerConfig", "MainAgentConfig", "MainExploiterConfig",
+           "ObjectiveConfig", "PPOConfig", "Placement", "PolicyConfig", "ROLE_CONFIGS", "RayConfig", "RoleConfig",
+           "RolesConfig", "RolloutConfig", "RunConfig", "SearchConfig", "ServeConfig", "SnapshotsConfig", "check",
+           "from_dict", "load_config", "parse_override", "setting"]
 
 SCHEDULING = ("default", "spread")
-DEVICES = ("auto", "cpu", "cuda")
-SERVE_PROXY = ("HeadOnly", "EveryNode", "Disabled")
 SAMPLING = ("alphastar", "pfsp", "nash", "latest", "self")
-PUBLISH = ("nash", "least_exploitable")
 WEIGHTING = ("hard", "squared", "variance", "linear", "linear_capped")
+PUBLISH = ("nash", "least_exploitable")
+SERVE_PROXY = ("HeadOnly", "EveryNode", "Disabled")
+AUTOSCALING_KEYS = ("min_replicas", "max_replicas", "target_ongoing_requests", "initial_replicas",
+                    "upscale_delay_s", "downscale_delay_s")
+RESERVED_RESOURCES = ("CPU", "GPU", "memory")  # Ray's own: a custom resource may not take these names
+RAY_WORKER_PORTS = (10002, 19999)
+# keys that were renamed, and what to use instead
+RENAMED = {"serve.lru_size": "use snapshots.cache_size (it sizes every snapshot cache)"}
 
+
+def _unit(doc: str, default: float, open_low: bool = False) -> Any:
+    """A share or probability: in [0, 1] (or (0, 1])."""
+    return setting(default, low=0, high=1, open_low=open_low, doc=doc)
+
+
+def _positive(doc: str, default: Any) -> Any:
+    return setting(default, low=0, open_low=True, doc=doc)
+
+
+def _nonneg(doc: str, default: Any) -> Any:
+    return setting(default, low=0, doc=doc)
+
+
+# -- the game ----------------------------------------------------------------------
 
 @dataclass
 class CurriculumStage:
@@ -44,19 +64,18 @@ class CurriculumStage:
     ``params`` (over ``game.params``) while the learner has trained on fewer than ``until_step``
     decisions."""
 
-    until_step: int = 0
-    params: dict[str, Any] = field(default_factory=dict)
+    until_step: int = setting(0, doc="the learner's trained decisions at which the stage ends")
+    params: dict[str, Any] = setting(factory=dict, doc="the stage's game params, over game.params")
 
 
 @dataclass
 class GameConfig:
-    name: str = "kuhn_poker"
-    params: dict[str, Any] = field(default_factory=dict)
-    # how a team game's agents form its two sides (envs.teams, docs/teams.md); only
-    # "pettingzoo-parallel:..." games take it
-    teams: dict[str, Any] | None = None
-    # stages of smaller games the rollout workers play first (docs/teams.md, "Curriculum")
-    curriculum: list[CurriculumStage] = field(default_factory=list)
+    name: str = setting("kuhn_poker", doc="an OpenSpiel game, or 'package.module:Game' (docs/envs_policies.md)")
+    params: dict[str, Any] = setting(factory=dict, doc="keyword arguments of the game")
+    teams: dict[str, Any] | None = setting(None, doc="how a team game's agents form its two sides (envs.teams, "
+                                                     "docs/teams.md); pettingzoo-parallel games only")
+    curriculum: list[CurriculumStage] = setting(factory=list, doc="stages of smaller games the rollout workers "
+                                                                  "play first (docs/teams.md, 'Curriculum')")
 
     @property
     def kwargs(self) -> dict[str, Any]:
@@ -79,36 +98,33 @@ class GameConfig:
             return self.kwargs
         return {**self.kwargs, **self.curriculum[stage].params}
 
-    def validate(self) -> None:
+    def rules(self, key: str) -> None:
         if not self.name:
-            raise ConfigError("game.name", "must not be empty")
+            raise ConfigError(f"{key}.name", "must not be empty")
         last = 0
-        for i, stage in enumerate(self.curriculum):
+        for i, stage in enumerate(self.curriculum):  # stages in order of the learner's steps
             if stage.until_step <= last:
-                raise ConfigError(f"game.curriculum[{i}].until_step",
+                raise ConfigError(f"{key}.curriculum[{i}].until_step",
                                   f"must be > {last} (stages in order of the learner's steps), got {stage.until_step}")
             last = stage.until_step
-            if "teams" in stage.params:
-                raise ConfigError(f"game.curriculum[{i}].params", "a stage changes the game's params, not its teams")
+            if "teams" in stage.params:  # the sides stay the game's: a stage shrinks the game, not its teams
+                raise ConfigError(f"{key}.curriculum[{i}].params", "a stage changes the game's params, not its teams")
 
+
+# -- the roles -----------------------------------------------------------------------
 
 @dataclass
 class ObjectiveConfig:
     """What a learner's update optimises (league.objectives): its episodes in groups of
     ``k_opponents`` (one against each of k opponents drawn by the role's rule, one policy
-    version), and a reward ``shaper`` ("novelty", "diversity" or "package.module:function")
-    that turns each group's outcomes into the rewards to train on; ``params`` go to it."""
+    version), and a reward ``shaper`` that turns each group's outcomes into the rewards to train on."""
 
-    k_opponents: int = 1
-    shaper: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)
+    k_opponents: int = setting(1, low=1, doc="episodes in a group, each against its own opponent")
+    shaper: str | None = setting(None, doc='"novelty", "diversity" or "package.module:function"; None: raw rewards')
+    params: dict[str, Any] = setting(factory=dict, doc="keyword arguments of the shaper")
 
-    def validate(self, key: str) -> None:
-        if self.k_opponents < 1:
-            raise ConfigError(f"{key}.k_opponents", f"must be >= 1, got {self.k_opponents}")
-        if self.shaper is not None:
-            from league.objectives import ShaperError, resolve_shaper
-
+    def rules(self, key: str) -> None:
+        if self.shaper is not None:  # the shaper must resolve, and accept its params
             try:
                 resolve_shaper(self.shaper, self.params)
             except ShaperError as exc:
@@ -122,55 +138,63 @@ class ObjectiveConfig:
         return self.k_opponents > 1 or self.shaper is not None
 
 
+# role name -> its config class, in the order the roles' sections and learners come in
+ROLE_CONFIGS: dict[str, type[RoleConfig]] = {}
+
+
 @dataclass
 class RoleConfig:
     """What every role has (league.roles): how many learners play it, the rule that may replace its
     AlphaStar opponent mix (``sampling``) and the PFSP weighting of its PFSP draws, its snapshot
-    period and its objective. A role's own rules add its keys (``MainAgentConfig``,
-    ``ExploiterConfig``); a key of another role is a config error."""
+    period and its objective. A subclass declared with ``role="name"`` is a role of the league
+    (``ROLE_CONFIGS``) and adds the keys its rules read; a key of another role is a config error.
+    ``main=True`` marks the main role: what exploiters target, what seed snapshots join as;
+    ``short`` is its label where space is short (the progress line)."""
 
-    count: int = 1
-    sampling: str = "alphastar"
-    pfsp_weighting: str = "hard"
-    pfsp_exponent: float = 2.0
-    snapshot_every_steps: int = 20_000  # a snapshot every N learner steps
-    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    role: ClassVar[str] = ""
+    main: ClassVar[bool] = False
+    short: ClassVar[str] = ""
 
-    def validate(self, key: str) -> None:
-        if self.count < 0:
-            raise ConfigError(f"{key}.count", f"must be >= 0, got {self.count}")
-        if self.sampling not in SAMPLING:
-            raise ConfigError(f"{key}.sampling", f"must be one of {', '.join(SAMPLING)}, got {self.sampling!r}")
-        if self.pfsp_weighting not in WEIGHTING:
-            raise ConfigError(f"{key}.pfsp_weighting", f"must be one of {', '.join(WEIGHTING)}, got {self.pfsp_weighting!r}")
-        _nonneg(f"{key}.pfsp_exponent", self.pfsp_exponent)
-        _positive(f"{key}.snapshot_every_steps", self.snapshot_every_steps)
-        self.objective.validate(f"{key}.objective")
+    count: int = setting(1, low=0, doc="learners that play this role")
+    sampling: str = setting("alphastar", choices=SAMPLING, doc="the opponent rule (league.roles.Role.match_plan)")
+    pfsp_weighting: str = setting("hard", choices=WEIGHTING, doc="the PFSP weighting of its PFSP draws")
+    pfsp_exponent: float = _nonneg("p of the hard weighting (1 - x)^p", 2.0)
+    snapshot_every_steps: int = _positive("a snapshot every N learner steps", 20_000)
+    objective: ObjectiveConfig = setting(factory=ObjectiveConfig, doc="what its updates optimise")
+
+    def __init_subclass__(cls, role: str = "", main: bool = False, short: str = "", **kwargs):
+        super().__init_subclass__(**kwargs)
+        if role:
+            cls.role, cls.main, cls.short = role, main, short or role
+            ROLE_CONFIGS[role] = cls
+
+    @classmethod
+    def unknown_key(cls, key: str) -> str:
+        """Why ``key`` is not one of this role's: another role's key (a role's config holds only
+        the keys its rules read), or unknown."""
+        owners = [name for name, c in ROLE_CONFIGS.items()
+                  if c is not cls and key in {f.name for f in dataclasses.fields(c)}]
+        return f"a key of {' and '.join(owners)}, not of this role" if owners else "unknown key"
 
 
 @dataclass
-class MainAgentConfig(RoleConfig):
+class MainAgentConfig(RoleConfig, role="main_agent", main=True, short="main"):
     """A main agent's opponent mix (``league.roles.MainAgent``): self-play, PFSP over the pool,
     forgotten snapshots; it never resets."""
 
-    pfsp_weighting: str = "squared"
-    self_play: float = 0.35
-    pfsp: float = 0.50
-    forgotten: float = 0.15
-    # forgotten: main snapshots it beats less than this, past main exploiters it beats less than that
-    forgotten_main_threshold: float = 0.7
-    forgotten_exploiter_threshold: float = 0.3
-    # play another main agent live only while beating it more than this often
-    live_threshold: float = 0.3
+    pfsp_weighting: str = setting("squared", choices=WEIGHTING, doc="the PFSP weighting of its PFSP draws")
+    self_play: float = _unit("share of games against the main agents (itself among them)", 0.35)
+    pfsp: float = _unit("share of games by PFSP over every past player", 0.50)
+    forgotten: float = _unit("share of games against forgotten opponents", 0.15)
+    forgotten_main_threshold: float = _unit("forgotten: main snapshots it beats less often than this", 0.7)
+    forgotten_exploiter_threshold: float = _unit("forgotten: past main exploiters it beats less often than this",
+                                                 0.3)
+    live_threshold: float = _unit("play another main agent live only while beating it more often than this", 0.3)
 
-    def validate(self, key: str) -> None:
-        super().validate(key)
-        for name in ("self_play", "pfsp", "forgotten", "forgotten_main_threshold", "forgotten_exploiter_threshold",
-                     "live_threshold"):
-            _unit(f"{key}.{name}", getattr(self, name))
-        if abs(self.self_play + self.pfsp + self.forgotten - 1.0) > 1e-9:
-            raise ConfigError(f"{key}.self_play", "self_play + pfsp + forgotten must sum to 1, got "
-                              f"{self.self_play + self.pfsp + self.forgotten:g}")
+    def rules(self, key: str) -> None:
+        total = self.self_play + self.pfsp + self.forgotten
+        if abs(total - 1.0) > 1e-9:  # the three shares split every game between them
+            raise ConfigError(f"{key}.self_play", f"self_play + pfsp + forgotten must sum to 1, got {total:g}")
 
 
 @dataclass
@@ -179,275 +203,231 @@ class ExploiterConfig(RoleConfig):
     every target more than ``snapshot_win_rate`` (after ``min_steps_before_snapshot`` steps and
     ``min_games_for_snapshot`` games against each), and a reset after a snapshot."""
 
-    min_steps_before_snapshot: int = 5_000
-    snapshot_win_rate: float = 0.7
-    min_games_for_snapshot: float = 20.0
-    reset_probability: float = 0.25
-    reset_to: str | None = None  # a snapshot id, or a role name: that role's latest snapshot
-
-    def validate(self, key: str) -> None:
-        super().validate(key)
-        _nonneg(f"{key}.min_steps_before_snapshot", self.min_steps_before_snapshot)
-        _unit(f"{key}.snapshot_win_rate", self.snapshot_win_rate)
-        _nonneg(f"{key}.min_games_for_snapshot", self.min_games_for_snapshot)
-        _unit(f"{key}.reset_probability", self.reset_probability)
+    min_steps_before_snapshot: int = _nonneg("learner steps before an early snapshot", 5_000)
+    snapshot_win_rate: float = _unit("an early snapshot once it beats every target more often than this", 0.7)
+    min_games_for_snapshot: float = _nonneg("games against each target before an early snapshot", 20.0)
+    reset_probability: float = _unit("probability of a reset after a snapshot", 0.25)
+    reset_to: str | None = setting(None, doc="a snapshot id, or a role name: that role's latest snapshot; "
+                                             "None: a fresh network")
 
 
 @dataclass
-class MainExploiterConfig(ExploiterConfig):
-    pfsp_weighting: str = "variance"
-    reset_probability: float = 1.0
-    # play a main agent live only while beating it more than this often
-    live_threshold: float = 0.1
-
-    def validate(self, key: str) -> None:
-        super().validate(key)
-        _unit(f"{key}.live_threshold", self.live_threshold)
+class MainExploiterConfig(ExploiterConfig, role="main_exploiter", short="mx"):
+    pfsp_weighting: str = setting("variance", choices=WEIGHTING, doc="the PFSP weighting of its PFSP draws")
+    reset_probability: float = _unit("probability of a reset after a snapshot", 1.0)
+    live_threshold: float = _unit("play a main agent live only while beating it more often than this", 0.1)
 
 
 @dataclass
-class LeagueExploiterConfig(ExploiterConfig):
-    count: int = 2
-    pfsp_weighting: str = "linear_capped"
+class LeagueExploiterConfig(ExploiterConfig, role="league_exploiter", short="lx"):
+    count: int = setting(2, low=0, doc="learners that play this role")
+    pfsp_weighting: str = setting("linear_capped", choices=WEIGHTING, doc="the PFSP weighting of its PFSP draws")
 
 
-@dataclass
-class RolesConfig:
-    main_agent: MainAgentConfig = field(default_factory=MainAgentConfig)
-    main_exploiter: MainExploiterConfig = field(default_factory=MainExploiterConfig)
-    league_exploiter: LeagueExploiterConfig = field(default_factory=LeagueExploiterConfig)
+def _roles_items(self) -> list[tuple[str, RoleConfig]]:
+    """Each role's name and config, in the registry's order."""
+    return [(name, getattr(self, name)) for name in ROLE_CONFIGS]
 
+
+# one section per role, named by the role (ROLE_CONFIGS)
+RolesConfig = make_dataclass("RolesConfig", [(name, c, setting(factory=c, doc=f"the {name} role"))
+                                              for name, c in ROLE_CONFIGS.items()],
+                             namespace={"items": _roles_items, "__doc__": "Each role's config, by role name."})
+RolesConfig.__module__ = __name__
+
+
+# -- the league ---------------------------------------------------------------------
 
 @dataclass
 class LeagueConfig:
-    payoff_decay: float = 0.99
-    payoff_prior_games: float = 0.0
-    pool_max_size: int = 1000
-    nash_every_seconds: float = 5.0
-    nash_every_results: int = 20_000
-    elo_k: float = 16.0
-    elo_initial: float = 1000.0
-    seed_snapshots: list[str] = field(default_factory=list)
-    # rollout workers draw their matches from a plan (the learner's opponent distribution) that the
-    # coordinator remakes at most this often while results arrive, at once when the pool or the Nash
-    # changes; workers ask for a newer one this often (docs/cluster.md)
-    match_plan_seconds: float = 1.0
-    # the payoff and Elo tables are written to the store at most this often (and with every change
-    # to the pool); every result batch is stored before it is acknowledged, and a restart replays
-    # the batches after the last checkpoint (docs/cluster.md); 0: with every batch
-    payoff_checkpoint_seconds: float = 5.0
-    # the store stays bounded (league.retention, docs/operations.md): this often the coordinator deletes
-    # the result batches the payoff checkpoint includes (a resume cannot need them); 0: never
-    compact_every_seconds: float = 300.0
-    # Nash solves, Elo history, measurements and events older than this are deleted with each pass
-    # (the newest Nash and the newest measurement of each kind are always kept); 0: kept for ever. A
-    # week by default: a resume needs none of it, the report draws its curves from it
-    history_retention_hours: float = 168.0
-    # Nash solves (each the whole pool's weights) and Elo history older than an hour are thinned to
-    # one per this many seconds with each pass; 0: every solve is kept
-    history_thin_seconds: float = 300.0
-    # a folder where every snapshot's weights are also written when it enters the pool (the store
-    # drops an evicted agent's weights); unset: evicted weights are gone
-    snapshot_archive: str | None = None
+    payoff_decay: float = _unit("weight kept by old results at each new one (1: none forgotten)", 0.99, open_low=True)
+    payoff_prior_games: float = _nonneg("pseudo-games at a score of 1/2 under every payoff", 0.0)
+    pool_max_size: int = _positive("the most snapshots the pool holds", 1000)
+    nash_every_seconds: float = _positive("the meta-game Nash is re-solved at most this often", 5.0)
+    nash_every_results: int = _positive("... or after this many results between frozen agents", 20_000)
+    elo_k: float = _positive("Elo's K factor", 16.0)
+    elo_initial: float = setting(1000.0, doc="a new learner's Elo rating")
+    seed_snapshots: list[str] = setting(factory=list, doc="snapshot files that join the pool as main-role snapshots")
+    match_plan_seconds: float = _positive("a learner's match plan is remade at most this often while results "
+                                          "arrive (docs/cluster.md)", 1.0)
+    payoff_checkpoint_seconds: float = _nonneg("payoff and Elo tables go to the store at most this often; a restart "
+                                               "replays the batches after (0: every batch)", 5.0)
+    compact_every_seconds: float = _nonneg("stored result batches the checkpoint includes are deleted this often "
+                                           "(league.retention; 0: never)", 300.0)
+    history_retention_hours: float = _nonneg("Nash solves, Elo history, measurements and events older than this "
+                                             "are deleted (the newest of each kept; 0: kept)", 168.0)
+    history_thin_seconds: float = _nonneg("Nash solves and Elo history older than an hour are thinned to one per "
+                                          "this many seconds (0: all kept)", 300.0)
+    snapshot_archive: str | None = setting(None, doc="a folder where every snapshot's weights are also written; "
+                                                     "unset: an evicted agent's weights are gone")
 
 
 @dataclass
 class PolicyConfig:
-    """The learners' network (policies.net, docs/envs_policies.md): ``net`` is ``mlp``
-    (``hidden``, ``activation``), ``conv`` (a residual conv net over the game's
-    observation shape: ``channels``, ``blocks``) or ``"package.module:factory"``
-    (called with the network's spec and ``args``). ``search_value``: a second value head (mlp,
-    conv), trained on the learner's games against itself only; play-time search reads it
-    (``search:``) instead of the value head, which a league trains against a mix of opponents."""
+    """The learners' network (policies.net, docs/envs_policies.md). ``search_value``: a second value
+    head trained on the learner's games against itself only; play-time search reads it."""
 
-    net: str = "mlp"
-    hidden: list[int] = field(default_factory=lambda: [128, 128])
-    activation: str = "tanh"
-    channels: int = 32
-    blocks: int = 2
-    args: dict[str, Any] = field(default_factory=dict)
-    search_value: bool = False
+    net: str = setting("mlp", doc="mlp, conv or 'package.module:factory' (called with the spec and args)")
+    hidden: list[int] = setting(factory=lambda: [128, 128], doc="the mlp's hidden layer sizes")
+    activation: str = setting("tanh", choices=("tanh", "relu"), doc="the mlp's activation")
+    channels: int = _positive("the conv net's channels", 32)
+    blocks: int = _nonneg("the conv net's residual blocks", 2)
+    args: dict[str, Any] = setting(factory=dict, doc="keyword arguments of a factory")
+    search_value: bool = setting(False, doc="a second value head for play-time search (mlp, conv)")
+
+    def rules(self, key: str) -> None:
+        if not self.hidden or any(h < 1 for h in self.hidden):
+            raise ConfigError(f"{key}.hidden", f"must be a non-empty list of positive sizes, got {self.hidden}")
+        module, sep, attr = self.net.partition(":")
+        if self.net not in ("mlp", "conv") and not (sep and module and attr):
+            raise ConfigError(f"{key}.net", f"must be mlp, conv or 'package.module:factory', got {self.net!r}")
+        if self.search_value and self.net not in ("mlp", "conv"):  # a factory's network has no second head
+            raise ConfigError(f"{key}.search_value", f"a second value head needs net mlp or conv, not {self.net!r}")
 
 
 @dataclass
 class PPOConfig:
-    """The learners' PPO (policies.ppo; Schulman et al. 2017, GAE 2016). Checked when made: a bad
-    value raises ``ConfigError`` naming ``ppo.KEY``."""
+    """The learners' PPO (policies.ppo; Schulman et al. 2017, GAE 2016). Checked when made (also
+    directly, by evaluation.best_response and tests): a bad value raises ``ConfigError`` naming
+    ``ppo.KEY``."""
 
-    lr: float = 2.5e-4
-    gamma: float = 1.0  # episodic zero-sum games: the terminal result is what counts
-    gae_lambda: float = 0.95
-    clip: float = 0.2
-    clip_value_loss: bool = True
-    vf_coef: float = 0.5
-    ent_coef: float = 0.01
-    max_grad_norm: float = 0.5
-    epochs: int = 4
-    minibatch_size: int = 256
-    normalize_advantages: bool = True
-    target_kl: float | None = None  # stop the epochs early when approx KL exceeds it
-    adam_eps: float = 1e-5
-    magnet_coef: float = 0.0  # weight of KL(pi || magnet); 0 = plain PPO
-    magnet_rate: float = 0.05  # magnet <- (1 - rate) * magnet + rate * policy, per update
-    # learning-rate decay by the learner's steps: lr / sqrt(1 + steps / lr_decay_steps); 0 = constant
-    lr_decay_steps: float = 0.0
+    lr: float = _positive("Adam's learning rate", 2.5e-4)
+    gamma: float = _unit("discount; 1 for episodic zero-sum games, where the terminal result counts", 1.0)
+    gae_lambda: float = _unit("GAE's lambda", 0.95)
+    clip: float = _positive("the ratio's clip range", 0.2)
+    clip_value_loss: bool = setting(True, doc="clip the value loss as the ratio")
+    vf_coef: float = _nonneg("weight of the value loss", 0.5)
+    ent_coef: float = setting(0.01, doc="weight of the entropy bonus")
+    max_grad_norm: float = _positive("gradients are clipped to this norm", 0.5)
+    epochs: int = _positive("passes over each batch", 4)
+    minibatch_size: int = _positive("rows per gradient step", 256)
+    normalize_advantages: bool = setting(True, doc="advantages normalised per minibatch")
+    target_kl: float | None = setting(None, low=0, open_low=True, doc="stop the epochs early past this approx KL")
+    adam_eps: float = _positive("Adam's epsilon", 1e-5)
+    magnet_coef: float = _nonneg("weight of KL(pi || magnet); 0: plain PPO", 0.0)
+    magnet_rate: float = _unit("magnet <- (1 - rate) * magnet + rate * policy, per update", 0.05)
+    lr_decay_steps: float = _nonneg("lr / sqrt(1 + steps / lr_decay_steps); 0: constant", 0.0)
 
     def __post_init__(self):
-        # made directly too (evaluation.best_response, tests), not only from a config file
-        for name in ("lr", "clip", "max_grad_norm", "epochs", "minibatch_size", "adam_eps"):
-            _positive(f"ppo.{name}", getattr(self, name))
-        for name in ("gamma", "gae_lambda", "magnet_rate"):
-            _unit(f"ppo.{name}", getattr(self, name))
-        for name in ("vf_coef", "magnet_coef", "lr_decay_steps"):
-            _nonneg(f"ppo.{name}", getattr(self, name))
-        if self.target_kl is not None:
-            _positive("ppo.target_kl", self.target_kl)
-
-
-def _validate_placement(key: str, num_cpus: float, num_gpus: float, resources: dict, scheduling: str) -> None:
-    """Per-role Ray options (docs/cluster.md): logical CPUs and GPUs, custom resources, spread."""
-    _nonneg(f"{key}.num_cpus", num_cpus)
-    _nonneg(f"{key}.num_gpus", num_gpus)
-    for name, amount in resources.items():
-        if not isinstance(name, str) or not name or name in ("CPU", "GPU", "memory"):
-            raise ConfigError(f"{key}.resources", f"custom resource names are non-empty strings other than "
-                                                  f"CPU, GPU, memory; got {name!r}")
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)):
-            raise ConfigError(f"{key}.resources.{name}", f"must be a number, got {amount!r}")
-        _positive(f"{key}.resources.{name}", amount)
-    if scheduling not in SCHEDULING:
-        raise ConfigError(f"{key}.scheduling", f"must be one of {', '.join(SCHEDULING)}, got {scheduling!r}")
+        check(self, "ppo")
 
 
 @dataclass
-class LearnerConfig:
+class Placement:
+    """Ray options of one kind of actor (docs/cluster.md): logical CPUs and GPUs, custom resources, spread."""
+
+    num_cpus: float = _nonneg("logical CPUs Ray reserves for each", 0.5)
+    num_gpus: float = _nonneg("GPUs Ray reserves for each", 0.0)
+    resources: dict[str, float] = setting(factory=dict, doc="custom resources each needs, e.g. {worker_slot: 1}")
+    scheduling: str = setting("default", choices=SCHEDULING, doc="spread: across the cluster's nodes")
+
+    def rules(self, key: str) -> None:
+        _check_resources(f"{key}.resources", self.resources)
+
+
+def _check_resources(key: str, resources: Mapping[str, Any]) -> None:
+    """Custom resources: named other than Ray's own, each a positive amount."""
+    for name, amount in resources.items():
+        if not isinstance(name, str) or not name or name in RESERVED_RESOURCES:
+            raise ConfigError(key, f"custom resource names are non-empty strings other than "
+                                   f"{', '.join(RESERVED_RESOURCES)}; got {name!r}")
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)):
+            raise ConfigError(f"{key}.{name}", f"must be a number, got {amount!r}")
+        if not math.isfinite(amount) or amount <= 0:
+            raise ConfigError(f"{key}.{name}", f"must be > 0, got {amount}")
+
+
+@dataclass
+class LearnerConfig(Placement):
     """Where learners run and on what (docs/cluster.md)."""
 
-    num_cpus: float = 0.5
-    num_gpus: float = 0.0
-    resources: dict[str, float] = field(default_factory=dict)
-    scheduling: str = "default"  # or "spread": across the cluster's nodes
-    device: str = "auto"  # auto: CUDA when Ray gave the actor a GPU; cpu; cuda; cuda:N
-    # a learner's parameters and optimizer go to the store this often, and after each snapshot: at
-    # most this much of its learning is lost when it dies
-    checkpoint_every_seconds: float = 30.0
-    # the learner process's nice value, 0 to 19, as Ray starts it (``RAY_worker_niceness`` in its
-    # runtime env; actors.placement.learner_options); None: Ray's own for actors, 15. The learner's
-    # update sets a league's pace, so 0 ranks it above the other actors where a core is short
-    nice: int | None = None
+    device: str = setting("auto", doc="auto: CUDA when Ray gave the actor a GPU; cpu; cuda; cuda:N")
+    checkpoint_every_seconds: float = _positive("parameters and optimizer go to the store this often and after "
+                                                "each snapshot: the most learning a death loses", 30.0)
+    nice: int | None = setting(None, low=0, high=19, doc="the process's nice value as Ray starts it "
+                                                         "(actors.placement); None: Ray's default for actors, 15")
 
-    def validate(self) -> None:
-        _validate_placement("learner", self.num_cpus, self.num_gpus, self.resources, self.scheduling)
-        _nice("learner.nice", self.nice, null="Ray's default")
-        _positive("learner.checkpoint_every_seconds", self.checkpoint_every_seconds)
+    def rules(self, key: str) -> None:
+        super().rules(key)
         base, _, index = self.device.partition(":")
-        if base not in DEVICES or (index and (base != "cuda" or not index.isdigit())):
-            raise ConfigError("learner.device", f"must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        if base not in ("auto", "cpu", "cuda") or (index and (base != "cuda" or not index.isdigit())):
+            raise ConfigError(f"{key}.device", f"must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         if base == "cuda" and self.num_gpus <= 0:
-            raise ConfigError("learner.device", f"{self.device} needs learner.num_gpus > 0 (Ray hides GPUs from "
-                                                "actors that did not ask for one)")
+            raise ConfigError(f"{key}.device", f"{self.device} needs learner.num_gpus > 0 (Ray hides GPUs from "
+                                               "actors that did not ask for one)")
 
 
 @dataclass
-class RolloutConfig:
-    workers_per_learner: int = 1
-    envs_per_worker: int = 2048  # large: a served call costs the same for 64 rows or 1024
-    steps_per_batch: int = 4096
-    max_inflight_batches: int = 2
-    # games per report (or whatever finished within 2 s): a report costs the coordinator per opponent,
-    # not per game, so large reports cost it little (docs/cluster.md, "How far one coordinator goes")
-    results_batch_size: int = 16384
-    opponent_inference: str = "serve"  # or "inprocess": frozen opponents in the worker's own process
-    lanes: int = 2  # sub-vectors a worker alternates between while served requests are in flight
-    matches_per_request: int = 64  # matches a worker draws from its plan at a time
-    # new episodes in a row that play each drawn opponent (a k-opponent objective: each drawn group's
-    # k opponents, that many groups in a row). Episodes that start together then share opponents, so a
-    # vector step runs fewer frozen policies' forward passes; every opponent keeps its share of the
-    # games. 1: each episode draws its own (docs/results.md, "The cost of a step").
-    episodes_per_opponent: int = 1
-    # Ray options of each worker (docs/cluster.md)
-    num_cpus: float = 0.5
-    num_gpus: float = 0.0
-    resources: dict[str, float] = field(default_factory=dict)
-    scheduling: str = "default"
+class RolloutConfig(Placement):
+    workers_per_learner: int = _positive("rollout workers of each learner", 1)
+    envs_per_worker: int = _positive("games a worker steps as one vector", 2048)
+    steps_per_batch: int = _positive("decisions per batch sent to the learner", 4096)
+    max_inflight_batches: int = _positive("batches a worker may have on their way to its learner", 2)
+    results_batch_size: int = _positive("games per report to the coordinator (or what finished within 2 s)",
+                                        16384)
+    opponent_inference: str = setting("serve", choices=("inprocess", "serve"),
+                                      doc="inprocess: frozen opponents in the worker's own process")
+    lanes: int = _positive("sub-vectors a worker alternates between while served requests are in flight", 2)
+    matches_per_request: int = _positive("matches a worker draws from its plan at a time", 64)
+    episodes_per_opponent: int = _positive("new episodes in a row that play each drawn opponent "
+                                           "(docs/results.md, 'The cost of a step')", 1)
 
 
 @dataclass
-class EvaluatorConfig:
-    count: int = 1
-    games_per_pair: int = 256
-    exact: bool = True  # exact expected payoffs where the game supports them (envs: supports_exact)
-    # index of the evaluator that measures the Nash mixture's exact exploitability
-    # (games that support it); null: none does
-    exploitability: int | None = 0
-    # What the league publishes as its Nash (/nash, Nash sampling, every measurement):
-    # "nash": the Nash of the meta-game over the measured snapshots;
-    # "least_exploitable": the mixture of the pool's snapshots whose exact NashConv is least, an LP
-    # the measuring evaluator solves every run.exploitability_every_seconds (games with exact
-    # evaluation only: Kuhn, Leduc, matrix games). The meta-game Nash is still solved and measured.
-    publish: str = "nash"
-    # how many of the pool's snapshots that LP is solved over: the published members, then the newest
-    # (league.publication.lp_candidates); its time and memory grow with this, not with the pool
-    publish_candidates: int = 256
-    # the most of one core the measuring evaluator's rounds (least-exploitable LP, exact NashConv)
-    # take: a round whose CPU time would exceed it pushes the next one back past
-    # run.exploitability_every_seconds (actors.evaluator.round_interval)
-    exploitability_cpu_share: float = 0.1
-    # the most of one core a sampling evaluator's games take: after each pair it waits until the
-    # pair's CPU time is within this share of the time since the pair began
-    # (actors.evaluator.pace_seconds); 1: no wait. Fewer sampled pairs measured, more CPU for the learners
-    games_cpu_share: float = 1.0
-    # the sampling evaluator's nice value, 0 to 19 (actors.priority): Ray runs actors at 15, so 19
-    # puts the learners and workers first and its games play mostly on what they leave; 0 or up to
-    # 15: an equal share
-    nice: int = 0
-    num_cpus: float = 0.25
-    num_gpus: float = 0.0
-    resources: dict[str, float] = field(default_factory=dict)
-    scheduling: str = "default"
-    # Approximate exploitability of the published Nash mixture (evaluation.best_response), measured
-    # by a prober actor every probe_every_seconds (0: never) on probe_num_cpus of the machine:
-    # a PPO best response trained for probe_steps decisions, evaluated on probe_eval_episodes.
-    probe_every_seconds: float = 0.0
-    probe_steps: int = 100_000
-    probe_eval_episodes: int = 20_000
-    probe_num_envs: int = 128
-    probe_num_cpus: float = 0.5
-    # Scores against the fixed anchors (top-level `anchors`), measured by the anchor judge actor every
-    # anchor_every_seconds (between the end of one round and the start of the next) with anchor_games
-    # games per subject and anchor; Ray reserves anchor_num_cpus for it, and its rounds are spaced so
-    # that it uses no more than that share of a core on average (one core while it plays; 0: no bound)
-    anchor_every_seconds: float = 120.0
-    anchor_games: int = 50
-    anchor_num_cpus: float = 0.5
+class EvaluatorConfig(Placement):
+    num_cpus: float = _nonneg("logical CPUs Ray reserves for each", 0.25)
+    count: int = _nonneg("evaluators measuring the payoffs between pool agents", 1)
+    games_per_pair: int = _positive("games a sampling evaluator plays a pair", 256)
+    exact: bool = setting(True, doc="exact expected payoffs where the game supports them (envs: supports_exact)")
+    exploitability: int | None = setting(0, low=0, doc="index of the evaluator that measures the published "
+                                                       "mixture's exact exploitability; None: none does")
+    publish: str = setting("nash", choices=PUBLISH, doc="nash: the meta-game Nash; least_exploitable: the mixture "
+                                                        "of least exact NashConv, an LP (exact games only)")
+    publish_candidates: int = setting(256, low=1, doc="snapshots that LP is solved over: the published members, "
+                                                      "then the newest (league.publication.lp_candidates)")
+    exploitability_cpu_share: float = _unit("the most of one core the measuring evaluator's rounds take "
+                                            "(actors.evaluator.round_interval)", 0.1, open_low=True)
+    games_cpu_share: float = _unit("the most of one core a sampling evaluator's games take "
+                                   "(actors.evaluator.pace_seconds); 1: no wait", 1.0, open_low=True)
+    nice: int = setting(0, low=0, high=19, doc="the sampling evaluator's nice value (actors.priority); 19: "
+                                               "the learners and workers first")
+    probe_every_seconds: float = _nonneg("a best-response probe of the published mixture this often "
+                                         "(evaluation.best_response); 0: never", 0.0)
+    probe_steps: int = _positive("decisions the probe's best response trains for", 100_000)
+    probe_eval_episodes: int = _positive("episodes the probe's best response is evaluated on", 20_000)
+    probe_num_envs: int = _positive("games the probe steps as one vector", 128)
+    probe_num_cpus: float = _nonneg("logical CPUs Ray reserves for the prober", 0.5)
+    anchor_every_seconds: float = _positive("the anchor judge's rounds this far apart (end to start)", 120.0)
+    anchor_games: int = _positive("games per subject and anchor each round", 50)
+    anchor_num_cpus: float = _nonneg("logical CPUs Ray reserves for the judge, and the share of a core its "
+                                     "rounds use on average (0: no bound)", 0.5)
+
+    def rules(self, key: str) -> None:
+        super().rules(key)
+        # the least exploitable mixture is solved by the evaluator that measures exploitability
+        if self.publish == "least_exploitable" and not (
+                self.exploitability is not None and self.exploitability < self.count):
+            raise ConfigError(f"{key}.publish", "least_exploitable is solved by the evaluator that measures "
+                                                "exploitability: set evaluator.exploitability to the index of one "
+                                                f"of the {self.count} evaluators")
 
 
 @dataclass(frozen=True)
 class SearchConfig:
-    # How the published policy plays with search (evaluation.search: PUCT over the game's native states,
-    # the network's prior and value at the leaves) on a perfect-information OpenSpiel game. With
-    # simulations > 0 the anchor judge scores a third subject, published_search: the published
-    # mixture, each member searching `simulations` positions a move. 0: off. evaluation.search takes
-    # this as its spec (SearchSpec), checked when built. anchor_games: that subject's games per anchor
-    # and round (0: evaluator.anchor_games); a searched game costs hundreds of times a plain one.
-    simulations: int = 0
-    c_puct: float = 1.5
-    rollout_weight: float = 0.0  # a leaf's value mixes one random rollout in at this weight
-    prior_temperature: float = 1.0  # above 1 flattens the network's prior
-    batch: int = 8  # leaves per forward pass
-    anchor_games: int = 0
+    """How the published policy plays with search (evaluation.search: PUCT over the game's native
+    states, the network's prior and value at the leaves) on a perfect-information OpenSpiel game.
+    With simulations > 0 the anchor judge scores a third subject, published_search.
+    evaluation.search takes this as its spec (SearchSpec), checked when built."""
+
+    simulations: int = _nonneg("positions each member searches a move; 0: off", 0)
+    c_puct: float = _positive("PUCT's exploration constant", 1.5)
+    rollout_weight: float = _unit("a leaf's value mixes one random rollout in at this weight", 0.0)
+    prior_temperature: float = _positive("above 1 flattens the network's prior", 1.0)
+    batch: int = _positive("leaves per forward pass", 8)
+    anchor_games: int = _nonneg("the searched subject's games per anchor and round (0: evaluator.anchor_games)", 0)
 
     def __post_init__(self):
-        for key in ("simulations", "batch", "anchor_games"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"search.{key}", f"must be an integer, got {value!r}")
-        _nonneg("search.simulations", self.simulations)
-        _positive("search.c_puct", self.c_puct)
-        _unit("search.rollout_weight", self.rollout_weight)
-        _positive("search.prior_temperature", self.prior_temperature)
-        _positive("search.batch", self.batch)
-        _nonneg("search.anchor_games", self.anchor_games)
+        check(self, "search")
 
     def games_per_anchor(self, default: int) -> int:
         """The searched subject's games per anchor and round: ``anchor_games``, else ``default``."""
@@ -456,14 +436,12 @@ class SearchConfig:
 
 @dataclass
 class SnapshotsConfig:
-    # frozen policies kept loaded by each process that plays them (Serve replicas,
-    # in-process workers, the API, evaluators): at most cache_size of them and cache_mb of
-    # weights, the least recently used evicted first (a miss reloads it from the store), and
-    # none kept once unused for cache_idle_seconds (agents the pool evicted are never asked
-    # for again: without it they stay until the cache is full)
-    cache_size: int = 1024
-    cache_mb: float = 64.0
-    cache_idle_seconds: float = 300.0
+    """Frozen policies kept loaded by each process that plays them (Serve replicas, in-process
+    workers, the API, evaluators), least recently used evicted first; a miss reloads from the store."""
+
+    cache_size: int = _positive("the most snapshots a cache holds", 1024)
+    cache_mb: float = _positive("the most weights a cache holds, in MiB", 64.0)
+    cache_idle_seconds: float = _positive("a snapshot unused this long leaves the cache", 300.0)
 
     @property
     def cache_bytes(self) -> int:
@@ -472,180 +450,116 @@ class SnapshotsConfig:
 
 @dataclass
 class ServeConfig:
-    host: str = "127.0.0.1"
-    port: int = 8000
-    api: bool = True
-    max_batch_size: int = 16
-    batch_wait_timeout_s: float = 0.002
-    max_ongoing_requests: int = 256
-    num_cpus: float = 0.2
-    resources: dict[str, float] = field(default_factory=dict)  # of each opponents replica
-    num_replicas: int = 1
-    # Serve's own autoscaling of the opponents deployment instead of a fixed count, e.g.
-    # {min_replicas: 1, max_replicas: 8, target_ongoing_requests: 4}
-    autoscaling: dict[str, Any] | None = None
-    # where the HTTP API's server runs: HeadOnly (the API is reached on the head), EveryNode (one per
-    # node alive at launch), Disabled (none). Its own process, not Serve's proxy (docs/serve.md, "Latency").
-    proxy_location: str = "HeadOnly"
-    play_sessions: int = 256  # games against the Nash the API keeps at once (GET / and /play)
-    play_ttl_s: float = 600.0  # a play game idle this long is forgotten
+    host: str = setting("127.0.0.1", doc="where the HTTP API listens")
+    port: int = setting(8000, low=1, high=65535, doc="the HTTP API's TCP port")
+    api: bool = setting(True, doc="serve the HTTP API")
+    max_batch_size: int = _positive("opponent requests batched into one pass", 16)
+    batch_wait_timeout_s: float = _nonneg("the longest a request waits for its batch to fill", 0.002)
+    max_ongoing_requests: int = _positive("requests a replica takes at once", 256)
+    num_cpus: float = _nonneg("logical CPUs of each opponents replica", 0.2)
+    resources: dict[str, float] = setting(factory=dict, doc="custom resources of each opponents replica")
+    num_replicas: int = _positive("opponents replicas", 1)
+    autoscaling: dict[str, Any] | None = setting(None, doc="Serve's autoscaling instead of num_replicas, e.g. "
+                                                           "{min_replicas: 1, max_replicas: 8}")
+    proxy_location: str = setting("HeadOnly", choices=SERVE_PROXY, doc="where the HTTP API's server runs "
+                                                                       "(docs/serve.md, 'Latency')")
+    play_sessions: int = _positive("games against the Nash the API keeps at once (GET / and /play)", 256)
+    play_ttl_s: float = _positive("a play game idle this long is forgotten", 600.0)
+
+    def rules(self, key: str) -> None:
+        _check_resources(f"{key}.resources", self.resources)
+        if self.autoscaling is not None:
+            _check_autoscaling(f"{key}.autoscaling", self.autoscaling)
 
 
-AUTOSCALING_KEYS = ("min_replicas", "max_replicas", "target_ongoing_requests", "initial_replicas",
-                    "upscale_delay_s", "downscale_delay_s")
+def _check_autoscaling(key: str, a: Mapping[str, Any]) -> None:
+    """Serve's autoscaling keys: known, numbers, whole replica counts, min <= max (max required)."""
+    for name, value in a.items():
+        if name not in AUTOSCALING_KEYS:
+            raise ConfigError(f"{key}.{name}", f"unknown key (known: {', '.join(AUTOSCALING_KEYS)})")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}.{name}", f"must be a number, got {value!r}")
+        if name.endswith("replicas") and not float(value).is_integer():
+            raise ConfigError(f"{key}.{name}", f"must be an integer, got {value!r}")
+        zero_ok = name in ("min_replicas", "upscale_delay_s", "downscale_delay_s")
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+            raise ConfigError(f"{key}.{name}", f"must be {'>=' if zero_ok else '>'} 0, got {value}")
+    lo, hi = a.get("min_replicas", 1), a.get("max_replicas")
+    if hi is None:
+        raise ConfigError(f"{key}.max_replicas", "is required when serve.autoscaling is set")
+    if lo > hi:
+        raise ConfigError(f"{key}.min_replicas", f"must be <= max_replicas ({hi}), got {lo}")
 
 
 @dataclass
 class RayConfig:
-    address: str | None = None
-    namespace: str = "league"
-    coordinator_name: str = "coordinator"
-    num_cpus: int | None = None
-    # Where the local Ray's metrics agent exports (Prometheus text format); null lets Ray pick a free port.
-    # Fixed so metrics keep one address across restarts; ignored when joining a cluster (its
-    # `ray start --metrics-export-port` decides). Must lie outside Ray's worker ports (10002-19999).
-    metrics_export_port: int | None = 8080
-    # A custom resource that only the node holding run.storage declares (e.g. league_storage):
-    # the coordinator then runs, and restarts, there. Unset: on the launcher's node, by hard affinity.
-    storage_resource: str | None = None
+    address: str | None = setting(None, doc="a cluster to join; None: a local Ray")
+    namespace: str = setting("league", doc="the Ray namespace of the league's actors")
+    coordinator_name: str = setting("coordinator", doc="the coordinator actor's name")
+    num_cpus: int | None = setting(None, low=0, open_low=True, doc="CPUs of a local Ray; None: the machine's")
+    metrics_export_port: int | None = setting(8080, doc="where a local Ray's metrics agent exports; None: a free "
+                                                        "port; ignored when joining a cluster")
+    storage_resource: str | None = setting(None, doc="a custom resource only the node holding run.storage declares: "
+                                                     "the coordinator runs there; None: on the launcher's node")
+
+    def rules(self, key: str) -> None:
+        if self.storage_resource is not None and (not self.storage_resource
+                                                  or self.storage_resource in RESERVED_RESOURCES):
+            raise ConfigError(f"{key}.storage_resource", f"must name a custom resource that the storage node "
+                                                         f"declares, got {self.storage_resource!r}")
+        port, (lo, hi) = self.metrics_export_port, RAY_WORKER_PORTS
+        if port is not None and (not 0 < port < 65536 or lo <= port <= hi):  # Ray hands its workers those
+            raise ConfigError(f"{key}.metrics_export_port", f"must be a TCP port outside Ray's worker ports "
+                                                            f"{lo}-{hi} (or null), got {port!r}")
 
 
 @dataclass
 class RunConfig:
-    storage: str = "runs/default"
-    max_minutes: float | None = None
-    max_env_steps: int | None = None
-    seed: int = 0  # every random stream of the run derives from it (league.seeds)
-    progress_every_seconds: float = 5.0
-    exploitability_every_seconds: float = 30.0
+    storage: str = setting("runs/default", doc="the run's folder: its store and snapshots")
+    max_minutes: float | None = setting(None, low=0, open_low=True, doc="stop after this long; None: never")
+    max_env_steps: int | None = setting(None, low=0, open_low=True, doc="stop after this many env steps")
+    seed: int = _nonneg("every random stream of the run derives from it (league.seeds)", 0)
+    progress_every_seconds: float = _positive("the launcher's progress line this often", 5.0)
+    exploitability_every_seconds: float = setting(30.0, doc="the measuring evaluator's rounds this often")
+
+    def rules(self, key: str) -> None:
+        if not self.storage:
+            raise ConfigError(f"{key}.storage", "must not be empty")
 
 
 @dataclass
 class Config:
-    game: GameConfig = field(default_factory=GameConfig)
-    roles: RolesConfig = field(default_factory=RolesConfig)
-    league: LeagueConfig = field(default_factory=LeagueConfig)
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
-    # fixed opponents the published mixture and the newest main agent are scored against, never
-    # training opponents (evaluation.anchors): uniform, mcts:N, pkg.module:factory
-    anchors: list[str] = field(default_factory=list)
-    # fixed Elo ratings of anchors, e.g. {"mcts:100": 1500}; uniform is 1000 unless given (league.anchors)
-    anchor_elo: dict[str, float] = field(default_factory=dict)
-    learner: LearnerConfig = field(default_factory=LearnerConfig)
-    search: SearchConfig = field(default_factory=SearchConfig)
-    serve: ServeConfig = field(default_factory=ServeConfig)
-    snapshots: SnapshotsConfig = field(default_factory=SnapshotsConfig)
-    ray: RayConfig = field(default_factory=RayConfig)
-    run: RunConfig = field(default_factory=RunConfig)
+    game: GameConfig = setting(factory=GameConfig, doc="the game")
+    roles: RolesConfig = setting(factory=RolesConfig, doc="the roles (league.roles)")
+    league: LeagueConfig = setting(factory=LeagueConfig, doc="the pool, payoffs, Nash, store")
+    policy: PolicyConfig = setting(factory=PolicyConfig, doc="the learners' network")
+    ppo: PPOConfig = setting(factory=PPOConfig, doc="the learners' PPO")
+    rollout: RolloutConfig = setting(factory=RolloutConfig, doc="the rollout workers")
+    evaluator: EvaluatorConfig = setting(factory=EvaluatorConfig, doc="the evaluators, the prober, the judge")
+    anchors: list[str] = setting(factory=list, doc="fixed opponents the published mixture and the newest main "
+                                                   "snapshot are scored against: uniform, mcts:N, pkg.module:factory")
+    anchor_elo: dict[str, float] = setting(factory=dict, doc="fixed Elo ratings of anchors, e.g. {'mcts:100': 1500}; "
+                                                             "uniform is 1000 unless given (league.anchors)")
+    learner: LearnerConfig = setting(factory=LearnerConfig, doc="where learners run")
+    search: SearchConfig = setting(factory=SearchConfig, doc="play-time search of the published policy")
+    serve: ServeConfig = setting(factory=ServeConfig, doc="opponent inference and the HTTP API")
+    snapshots: SnapshotsConfig = setting(factory=SnapshotsConfig, doc="the snapshot caches")
+    ray: RayConfig = setting(factory=RayConfig, doc="the Ray cluster")
+    run: RunConfig = setting(factory=RunConfig, doc="the run: its store, its limits, its seed")
 
     def validate(self) -> "Config":
-        for name in ("main_agent", "main_exploiter", "league_exploiter"):
-            getattr(self.roles, name).validate(f"roles.{name}")
-        if self.roles.main_agent.count < 1 and not any(
-            getattr(self.roles, r).count for r in ("main_exploiter", "league_exploiter")
-        ):
-            raise ConfigError("roles.main_agent.count", "the league needs at least one learner")
-        self.game.validate()
-        _unit("league.payoff_decay", self.league.payoff_decay, open_low=True)
-        _nonneg("league.payoff_prior_games", self.league.payoff_prior_games)
-        _positive("league.pool_max_size", self.league.pool_max_size)
-        _positive("league.nash_every_seconds", self.league.nash_every_seconds)
-        _positive("league.nash_every_results", self.league.nash_every_results)
-        _positive("league.elo_k", self.league.elo_k)
-        _positive("league.match_plan_seconds", self.league.match_plan_seconds)
-        _nonneg("league.payoff_checkpoint_seconds", self.league.payoff_checkpoint_seconds)
-        _nonneg("league.compact_every_seconds", self.league.compact_every_seconds)
-        _nonneg("league.history_retention_hours", self.league.history_retention_hours)
-        _nonneg("league.history_thin_seconds", self.league.history_thin_seconds)
-        if self.league.snapshot_archive is not None and not isinstance(self.league.snapshot_archive, str):
-            raise ConfigError("league.snapshot_archive", f"must be a folder path, got {self.league.snapshot_archive!r}")
-        if not self.policy.hidden or any(h < 1 for h in self.policy.hidden):
-            raise ConfigError("policy.hidden", f"must be a non-empty list of positive sizes, got {self.policy.hidden}")
-        if self.policy.activation not in ("tanh", "relu"):
-            raise ConfigError("policy.activation", f"must be tanh or relu, got {self.policy.activation!r}")
-        net = self.policy.net
-        module, sep, attr = net.partition(":")
-        if net not in ("mlp", "conv") and not (sep and module and attr):
-            raise ConfigError("policy.net", f"must be mlp, conv or 'package.module:factory', got {net!r}")
-        if self.policy.search_value and net not in ("mlp", "conv"):
-            raise ConfigError("policy.search_value", f"a second value head needs net mlp or conv, not {net!r}")
-        _positive("policy.channels", self.policy.channels)
-        _nonneg("policy.blocks", self.policy.blocks)
-        for name in ("workers_per_learner", "envs_per_worker", "steps_per_batch", "max_inflight_batches",
-                     "results_batch_size", "matches_per_request", "lanes", "episodes_per_opponent"):
-            _positive(f"rollout.{name}", getattr(self.rollout, name))
-        if self.rollout.opponent_inference not in ("inprocess", "serve"):
-            raise ConfigError("rollout.opponent_inference", f"must be inprocess or serve, got {self.rollout.opponent_inference!r}")
-        _nonneg("evaluator.count", self.evaluator.count)
-        _positive("evaluator.games_per_pair", self.evaluator.games_per_pair)
-        _unit("evaluator.exploitability_cpu_share", self.evaluator.exploitability_cpu_share, open_low=True)
-        _unit("evaluator.games_cpu_share", self.evaluator.games_cpu_share, open_low=True)
-        _nice("evaluator.nice", self.evaluator.nice)
-        _nonneg("evaluator.probe_every_seconds", self.evaluator.probe_every_seconds)
-        for name in ("probe_steps", "probe_eval_episodes", "probe_num_envs"):
-            _positive(f"evaluator.{name}", getattr(self.evaluator, name))
-        _nonneg("evaluator.probe_num_cpus", self.evaluator.probe_num_cpus)
-        self._validate_anchors()
-        if not (0 < self.serve.port < 65536):
-            raise ConfigError("serve.port", f"must be a TCP port, got {self.serve.port}")
-        if self.evaluator.exploitability is not None:
-            _nonneg("evaluator.exploitability", self.evaluator.exploitability)
-        if not isinstance(self.evaluator.publish_candidates, int) or self.evaluator.publish_candidates < 1:
-            raise ConfigError("evaluator.publish_candidates",
-                              f"must be a whole number >= 1, got {self.evaluator.publish_candidates!r}")
-        if self.evaluator.publish not in PUBLISH:
-            raise ConfigError("evaluator.publish", f"must be one of {', '.join(PUBLISH)}, got {self.evaluator.publish!r}")
-        if self.evaluator.publish == "least_exploitable" and not (
-                self.evaluator.exploitability is not None and self.evaluator.exploitability < self.evaluator.count):
-            raise ConfigError("evaluator.publish", "least_exploitable is solved by the evaluator that measures "
-                                                   "exploitability: set evaluator.exploitability to the index of one of "
-                                                   f"the {self.evaluator.count} evaluators")
-        for name in ("max_batch_size", "max_ongoing_requests", "play_sessions", "play_ttl_s"):
-            _positive(f"serve.{name}", getattr(self.serve, name))
-        _positive("snapshots.cache_size", self.snapshots.cache_size)
-        _positive("snapshots.cache_mb", self.snapshots.cache_mb)
-        _positive("snapshots.cache_idle_seconds", self.snapshots.cache_idle_seconds)
-        _nonneg("serve.batch_wait_timeout_s", self.serve.batch_wait_timeout_s)
-        _nonneg("serve.num_cpus", self.serve.num_cpus)
-        _validate_placement("serve", self.serve.num_cpus, 0.0, self.serve.resources, "default")
-        _positive("serve.num_replicas", self.serve.num_replicas)
-        if self.serve.autoscaling is not None:
-            _validate_autoscaling(self.serve.autoscaling)
-        if self.serve.proxy_location not in SERVE_PROXY:
-            raise ConfigError("serve.proxy_location", f"must be one of {', '.join(SERVE_PROXY)}, "
-                                                      f"got {self.serve.proxy_location!r}")
-        self.learner.validate()
-        for section in ("rollout", "evaluator"):
-            s = getattr(self, section)
-            _validate_placement(section, s.num_cpus, s.num_gpus, s.resources, s.scheduling)
-        if self.ray.storage_resource is not None and (
-                not self.ray.storage_resource or self.ray.storage_resource in ("CPU", "GPU", "memory")):
-            raise ConfigError("ray.storage_resource", f"must name a custom resource that the storage node "
-                                                      f"declares, got {self.ray.storage_resource!r}")
-        if self.run.max_minutes is not None:
-            _positive("run.max_minutes", self.run.max_minutes)
-        if self.run.max_env_steps is not None:
-            _positive("run.max_env_steps", self.run.max_env_steps)
-        _nonneg("run.seed", self.run.seed)
-        if not self.run.storage:
-            raise ConfigError("run.storage", "must not be empty")
-        _positive("run.progress_every_seconds", self.run.progress_every_seconds)
-        if self.ray.num_cpus is not None:
-            _positive("ray.num_cpus", self.ray.num_cpus)
-        port = self.ray.metrics_export_port
-        if port is not None and (not 0 < port < 65536 or 10002 <= port <= 19999):
-            raise ConfigError("ray.metrics_export_port", f"must be a TCP port outside Ray's worker ports "
-                                                         f"10002-19999 (or null), got {port!r}")
-        return self
+        """Every setting's bounds and every rule (``check``); returns the config."""
+        return check(self)
 
-    def _validate_anchors(self) -> None:
+    def rules(self, key: str) -> None:
+        if not any(role.count for _, role in self.roles.items()):
+            main = next(name for name, c in ROLE_CONFIGS.items() if c.main)
+            raise ConfigError(f"roles.{main}.count", "the league needs at least one learner")
+        self._check_anchors()
+
+    def _check_anchors(self) -> None:
         """The anchors' syntax and ratings; what needs the game (mcts on a perfect-information game, a
-        factory that imports) is checked by ``check_runnable`` (evaluation.anchors.check_anchor)."""
-        from league.anchors import parse_anchor
-
+        factory that imports) is checked by the launcher (evaluation.anchors.check_anchor)."""
         seen = set()
         for i, text in enumerate(self.anchors):
             try:
@@ -661,9 +575,6 @@ class Config:
                 raise ConfigError(f"anchor_elo.{name}", f"is not one of the anchors ({', '.join(sorted(seen)) or 'none'})")
             if isinstance(rating, bool) or not isinstance(rating, (int, float)) or not math.isfinite(rating):
                 raise ConfigError(f"anchor_elo.{name}", f"must be a finite number, got {rating!r}")
-        _positive("evaluator.anchor_every_seconds", self.evaluator.anchor_every_seconds)
-        _positive("evaluator.anchor_games", self.evaluator.anchor_games)
-        _nonneg("evaluator.anchor_num_cpus", self.evaluator.anchor_num_cpus)
 
     def role(self, agent_type) -> RoleConfig:
         return getattr(self.roles, getattr(agent_type, "value", agent_type))
@@ -672,164 +583,7 @@ class Config:
         return dataclasses.asdict(self)
 
 
-def _validate_autoscaling(a: dict) -> None:
-    for name, value in a.items():
-        if name not in AUTOSCALING_KEYS:
-            raise ConfigError(f"serve.autoscaling.{name}", f"unknown key (known: {', '.join(AUTOSCALING_KEYS)})")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"serve.autoscaling.{name}", f"must be a number, got {value!r}")
-        if name.endswith("replicas") and not float(value).is_integer():
-            raise ConfigError(f"serve.autoscaling.{name}", f"must be an integer, got {value!r}")
-        (_nonneg if name in ("min_replicas", "upscale_delay_s", "downscale_delay_s") else _positive)(
-            f"serve.autoscaling.{name}", value)
-    lo, hi = a.get("min_replicas", 1), a.get("max_replicas")
-    if hi is None:
-        raise ConfigError("serve.autoscaling.max_replicas", "is required when serve.autoscaling is set")
-    if lo > hi:
-        raise ConfigError("serve.autoscaling.min_replicas", f"must be <= max_replicas ({hi}), got {lo}")
-
-
-def _unit(key: str, value: float, open_low: bool = False) -> None:
-    if not math.isfinite(value) or value > 1 or value < 0 or (open_low and value == 0):
-        raise ConfigError(key, f"must be in {'(0' if open_low else '[0'}, 1], got {value}")
-
-
-def _nice(key: str, value: int | None, null: str | None = None) -> None:
-    """A process's nice value (actors.priority): an integer already (_coerce), 0 to 19; or None
-    where ``null`` says what None means."""
-    if value is None and null is not None:
-        return
-    if value is None or not 0 <= value <= 19:
-        raise ConfigError(key, f"must be from 0 to 19{f' (or null: {null})' if null else ''}, got {value!r}")
-
-
-def _positive(key: str, value: float) -> None:
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(key, f"must be > 0, got {value}")
-
-
-def _nonneg(key: str, value: float) -> None:
-    if not math.isfinite(value) or value < 0:
-        raise ConfigError(key, f"must be >= 0, got {value}")
-
-
-# -- building dataclasses from plain data, with types checked -----------------
-
-def from_dict(cls: type, data: Any, prefix: str = "") -> Any:
-    """Build dataclass ``cls`` from a mapping, checking every key and type."""
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(prefix, f"must be a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    kwargs = {}
-    for key, value in data.items():
-        dotted = f"{prefix}.{key}" if prefix else str(key)
-        if key not in names:
-            raise ConfigError(dotted, f"{_unknown(cls, key)} (known: {', '.join(sorted(names))})")
-        kwargs[key] = _coerce(hints[key], value, dotted)
-    return cls(**kwargs)
-
-
-def _unknown(cls: type, key: str) -> str:
-    """Why ``key`` is not one of ``cls``'s: unknown, or another role's key (a role's config holds only
-    the keys its rules use)."""
-    roles = typing.get_type_hints(RolesConfig)
-    if cls not in roles.values():
-        return "unknown key"
-    owners = [name for name, tp in roles.items() if tp is not cls and key in {f.name for f in dataclasses.fields(tp)}]
-    return f"a key of {' and '.join(owners)}, not of this role" if owners else "unknown key"
-
-
-def _coerce(tp: Any, value: Any, key: str) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(inner[0], value, key)
-    if dataclasses.is_dataclass(tp):
-        return from_dict(tp, value, key)
-    if tp is Any:
-        return value
-    if origin is list:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(key, f"must be a list, got {value!r}")
-        (item,) = typing.get_args(tp) or (Any,)
-        return [_coerce(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
-    if origin is dict or tp is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(key, f"must be a mapping, got {value!r}")
-        return dict(value)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(key, f"must be true or false, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
-            raise ConfigError(key, f"must be an integer, got {value!r}")
-        return int(value)
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(key, f"must be a number, got {value!r}")
-        if not math.isfinite(value):
-            raise ConfigError(key, f"must be a finite number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(key, f"must be a string, got {value!r}")
-        return value
-    return value
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """``a.b.c=value`` -> (["a", "b", "c"], value parsed as YAML)."""
-    if "=" not in text:
-        raise ConfigError(text, "an override must look like key=value")
-    key, raw = text.split("=", 1)
-    key = key.strip()
-    if not key or any(not part for part in key.split(".")):
-        raise ConfigError(key, "an override needs a dotted key before '='")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise ConfigError(key, f"cannot parse value {raw!r}: {exc}") from None
-    return key.split("."), value
-
-
-def _merge(base: dict, path: list[str], value: Any) -> None:
-    node = base
-    for part in path[:-1]:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = {}
-            node[part] = child
-        node = child
-    node[path[-1]] = value
-
-
 def load_config(path: str | os.PathLike | Mapping[str, Any] | None = None, overrides: Iterable[str] = ()) -> Config:
     """Defaults, then the YAML file (or a mapping of what such a file holds), then ``key=value``
-    overrides; validated."""
-    data: dict[str, Any] = {}
-    if isinstance(path, Mapping):
-        data = copy.deepcopy(dict(path))
-    elif path is not None:
-        try:
-            with open(path, encoding="utf-8") as f:
-                loaded = yaml.safe_load(f)
-        except OSError as exc:
-            raise ConfigError("--config", f"cannot read {path}: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError("--config", f"{path} is not valid YAML: {exc}") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError("--config", f"{path} must hold a mapping at top level")
-        data = loaded or {}
-    for text in overrides:
-        keys, value = parse_override(text)
-        _merge(data, keys, value)
-    if isinstance(data.get("serve"), dict) and "lru_size" in data["serve"]:
-        raise ConfigError("serve.lru_size", "renamed: use snapshots.cache_size (it sizes every snapshot cache)")
-    return from_dict(Config, data).validate()
+    overrides; checked."""
+    return read(Config, path, overrides, RENAMED).validate()

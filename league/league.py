@@ -11,8 +11,8 @@ and owns the learners (their progress, snapshots and resets) and matchmaking. ``
 they can be tested without Ray. Every change that a caller is told about has been committed to
 the store first.
 
-Identities: a live learner plays under its learner id (``main_agent-0``); its frozen snapshots
-are pool agents (``main_agent-0-v3``).
+Identities: a live learner plays under its learner id (``<role>-0``); its frozen snapshots
+are pool agents (``<role>-0-v3``).
 """
 
 from __future__ import annotations
@@ -41,14 +41,13 @@ from league.store import LeagueStore
 
 log = logging.getLogger(__name__)
 
-ROLES = (AgentType.MAIN_AGENT, AgentType.MAIN_EXPLOITER, AgentType.LEAGUE_EXPLOITER)
 PAYOFF_HEADROOM = 64  # payoff rows beyond the pool's: its learners (and anchors)
 PAYOFF_RESERVE = 4096  # the most agents the payoff table makes room for up front (4 x 128 MiB)
 
 
 def learner_ids(cfg: Config) -> dict[str, AgentType]:
-    """Learner id -> role, as the config asks (``main_agent-0``, ...)."""
-    return {f"{role.value}-{i}": role for role in ROLES for i in range(cfg.role(role).count)}
+    """Learner id -> role, as the config asks (``<role>-0``, ..., the roles in the registry's order)."""
+    return {f"{name}-{i}": AgentType(name) for name, role in cfg.roles.items() for i in range(role.count)}
 
 
 @dataclass
@@ -74,7 +73,7 @@ class League:
         self.store = store
         self.rng = generator(cfg.run.seed if seed is None else seed, "league")
         self.learners: dict[str, LearnerState] = {l: LearnerState(l, role) for l, role in learner_ids(cfg).items()}
-        self.roles: dict[AgentType, Role] = {role: make_role(role, cfg.role(role)) for role in ROLES}
+        self.roles: dict[AgentType, Role] = {AgentType(name): make_role(name, role) for name, role in cfg.roles.items()}
         self.pool = AgentPool(max_size=cfg.league.pool_max_size)
         # room for a full pool and its learners from the start (up to PAYOFF_RESERVE agents): the
         # coordinator's memory is then set by the config, not by how far the pool has filled
@@ -262,10 +261,10 @@ class League:
         return record, reset
 
     def add_seed(self, agent_id: str, blob: bytes, metadata: dict | None = None) -> AgentRecord:
-        """Put an existing snapshot (e.g. from a file) into the pool as a main-agent snapshot."""
+        """Put an existing snapshot (e.g. from a file) into the pool as a snapshot of the main role."""
         if agent_id in self.pool:
             return self.pool.get(agent_id)
-        record = AgentRecord(agent_id=agent_id, version=1, agent_type=AgentType.MAIN_AGENT,
+        record = AgentRecord(agent_id=agent_id, version=1, agent_type=AgentType.main(),
                              metadata=dict(metadata or {}, seeded=True))
         self.membership.commit(record, blob, self.membership.admit(record))
         return record

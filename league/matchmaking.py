@@ -1,5 +1,5 @@
 """Opponent selection: prioritized fictitious self-play, and the plans of matches that the roles'
-rules (``league.roles``: AlphaStar's main agent, main exploiter, league exploiter) are made of.
+rules (``league.roles``) are made of.
 
 PFSP (Vinyals et al. 2019, "Grandmaster level in StarCraft II using multi-agent
 reinforcement learning", Methods): an opponent B is drawn for agent A with
@@ -117,7 +117,9 @@ class LeagueView:
     pfsp_cache: dict = field(default_factory=dict)
 
     def main_learners(self) -> list[str]:
-        return [l for l, t in self.learners.items() if t == AgentType.MAIN_AGENT]
+        """The live learners of the main role (``AgentType.main``)."""
+        main = AgentType.main()
+        return [l for l, t in self.learners.items() if t == main]
 
 
 @dataclass(frozen=True)

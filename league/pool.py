@@ -15,18 +15,26 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Iterable, Protocol
 
+from league.config import ROLE_CONFIGS, RoleConfig
 log = logging.getLogger(__name__)
 
 
-class AgentType(str, Enum):
-    """The three AlphaStar roles (Vinyals et al. 2019)."""
+class RoleName(str, Enum):
+    """A role's name as records and the store hold it: ``AgentType`` has one member per role config
+    (``league.config.ROLE_CONFIGS``), its name the role's in capitals, its value the role's."""
 
-    MAIN_AGENT = "main_agent"
-    MAIN_EXPLOITER = "main_exploiter"
-    LEAGUE_EXPLOITER = "league_exploiter"
+    @property
+    def config(self) -> type[RoleConfig]:
+        """The role's config class (``main``: whether it is the main role)."""
+        return ROLE_CONFIGS[self.value]
 
     @classmethod
-    def parse(cls, value: "AgentType | str") -> "AgentType":
+    def main(cls) -> "RoleName":
+        """The main role: what exploiters target, what seed snapshots and untyped records join as."""
+        return next(t for t in cls if t.config.main)
+
+    @classmethod
+    def parse(cls, value: "RoleName | str") -> "RoleName":
         if isinstance(value, cls):
             return value
         try:
@@ -37,6 +45,9 @@ class AgentType(str, Enum):
             except KeyError:
                 choices = ", ".join(t.value for t in cls)
                 raise ValueError(f"unknown agent type {value!r}; expected one of {choices}") from None
+
+
+AgentType = RoleName("AgentType", [(name.upper(), name) for name in ROLE_CONFIGS], module=__name__)
 
 
 @dataclass
@@ -131,7 +142,7 @@ class AgentPool:
     def add(
         self,
         snapshot_path: str | None = None,
-        agent_type: AgentType | str = AgentType.MAIN_AGENT,
+        agent_type: AgentType | str | None = None,
         metadata: dict[str, Any] | None = None,
         *,
         learner_id: str | None = None,
@@ -140,8 +151,9 @@ class AgentPool:
         agent_id: str | None = None,
         created_at: float | None = None,
     ) -> AgentRecord:
-        """Add a snapshot; returns its record. Evicts beyond ``max_size``."""
-        kind = AgentType.parse(agent_type)
+        """Add a snapshot (of the main role unless ``agent_type`` says); returns its record. Evicts
+        beyond ``max_size``."""
+        kind = AgentType.main() if agent_type is None else AgentType.parse(agent_type)
         lineage = learner_id or kind.value
         version = self._versions.get(lineage, 0) + 1
         if agent_id is None:

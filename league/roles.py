@@ -1,4 +1,4 @@
-"""The three AlphaStar roles, one class each: whom a learner plays, when it snapshots, when it resets.
+"""The league's roles, one class each: whom a learner plays, when it snapshots, when it resets.
 
 AlphaStar (Vinyals et al. 2019, Methods, "League composition"):
 - main agents play 35% self-play, 50% PFSP against every past player and 15%
@@ -12,7 +12,10 @@ AlphaStar (Vinyals et al. 2019, Methods, "League composition"):
   and then reset with probability 0.25.
 As in DI-engine's ``league/player.py`` (``MainPlayer``, ``MainExploiter``,
 ``LeagueExploiter``), a role is a class whose methods are these rules; its
-config (``league.config.MainAgentConfig``, ...) holds only the keys they read.
+config (``league.config.MainAgentConfig``, ...) holds only the keys they read
+and names the role. ``ROLES`` is the registry: adding a role is one class here
+(``config = ItsConfig``) and its config dataclass; the rest of the league
+iterates the registry.
 Any role's ``sampling`` may replace its AlphaStar mix with one rule of
 ``league.matchmaking`` (PFSP, the Nash, its latest snapshot, self-play).
 Pure objects: the caller passes the league's view, win rates and game counts;
@@ -22,12 +25,12 @@ randomness comes from the caller's RNG.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 
-from league.config import (ExploiterConfig, LeagueExploiterConfig, MainAgentConfig, MainExploiterConfig,
-                           RoleConfig)
+from league.config import (ROLE_CONFIGS, ExploiterConfig, LeagueExploiterConfig, MainAgentConfig,
+                           MainExploiterConfig, RoleConfig)
 from league.matchmaking import LeagueView, MatchPlan, PlanBranch, pfsp_probabilities
 from league.messages import Match, MatchAssignments
 from league.pool import AgentPool, AgentType
@@ -39,12 +42,24 @@ class SnapshotDecision:
     reason: str
 
 
+# role name -> its class, in the order of league.config.ROLE_CONFIGS
+ROLES: dict[str, type[Role]] = {}
+
+
 class Role:
     """What every role does: the ``sampling`` rules that replace the AlphaStar mix, the snapshot
     every ``snapshot_every_steps``; no reset. Subclasses give their AlphaStar mix (``branches``)
-    and their own snapshot and reset rules."""
+    and their own snapshot and reset rules; one that sets ``config`` (a ``RoleConfig`` declared
+    with ``role="name"``) is that role, registered in ``ROLES``."""
 
-    agent_type: AgentType
+    config: ClassVar[type[RoleConfig]]
+    agent_type: ClassVar[AgentType]
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "config" in cls.__dict__:
+            cls.agent_type = AgentType(cls.config.role)
+            ROLES[cls.config.role] = cls
 
     def __init__(self, cfg: RoleConfig):
         self.cfg = cfg
@@ -129,7 +144,7 @@ class MainAgent(Role):
     """Plays self-play, PFSP over the pool and its forgotten opponents; snapshots every N steps;
     never resets."""
 
-    agent_type = AgentType.MAIN_AGENT
+    config = MainAgentConfig
     cfg: MainAgentConfig
 
     def branches(self, learner_id: str, view: LeagueView) -> list[PlanBranch]:
@@ -153,9 +168,9 @@ class MainAgent(Role):
         """Past main exploiters it beats less than ``forgotten_exploiter_threshold``, then main
         snapshots it beats less than ``forgotten_main_threshold``."""
         out = []
-        for agent_type, threshold in ((AgentType.MAIN_EXPLOITER, self.cfg.forgotten_exploiter_threshold),
-                                      (AgentType.MAIN_AGENT, self.cfg.forgotten_main_threshold)):
-            ids = [r.agent_id for r in view.pool.list(agent_type)]
+        for role, threshold in ((MainExploiter, self.cfg.forgotten_exploiter_threshold),
+                                (MainAgent, self.cfg.forgotten_main_threshold)):
+            ids = [r.agent_id for r in view.pool.list(role.agent_type)]
             if ids:
                 out += [a for a, x in zip(ids, view.win_rates.win_rates_for(learner_id, ids)) if x < threshold]
         return out
@@ -191,7 +206,7 @@ class Exploiter(Role):
         """``reset_to``: a snapshot id, or a role name for that role's latest snapshot (an exploiter
         warm-started from the newest main agent); None when there is none yet."""
         reset_to = self.cfg.reset_to
-        if reset_to in {t.value for t in AgentType}:
+        if reset_to in ROLES:
             records = pool.list(agent_type=reset_to)
             return records[-1].agent_id if records else None
         return reset_to
@@ -209,7 +224,7 @@ class MainExploiter(Exploiter):
     """Plays the current main agents; snapshots once it beats them all; resets after each snapshot
     (``reset_probability`` 1)."""
 
-    agent_type = AgentType.MAIN_EXPLOITER
+    config = MainExploiterConfig
     cfg: MainExploiterConfig
 
     def branches(self, learner_id: str, view: LeagueView) -> list[PlanBranch]:
@@ -230,7 +245,7 @@ class LeagueExploiter(Exploiter):
     """Plays PFSP over the whole pool; snapshots once it beats every other player of the pool;
     resets with probability 0.25 (``reset_probability``)."""
 
-    agent_type = AgentType.LEAGUE_EXPLOITER
+    config = LeagueExploiterConfig
     cfg: LeagueExploiterConfig
 
     def branches(self, learner_id: str, view: LeagueView) -> list[PlanBranch]:
@@ -242,12 +257,13 @@ class LeagueExploiter(Exploiter):
         return [a for a in view.pool.ids() if a not in own]
 
 
-ROLE_CLASSES: dict[AgentType, type[Role]] = {r.agent_type: r for r in (MainAgent, MainExploiter, LeagueExploiter)}
+if set(ROLES) != set(ROLE_CONFIGS):  # a role config without its rules, or rules without a config
+    raise TypeError(f"roles with a config but no class here: {sorted(set(ROLE_CONFIGS) - set(ROLES))}")
 
 
 def make_role(agent_type: AgentType | str, cfg: RoleConfig) -> Role:
     """The role object of ``agent_type`` with its config (``Config.role(agent_type)``)."""
-    return ROLE_CLASSES[AgentType(agent_type)](cfg)
+    return ROLES[AgentType(agent_type)](cfg)
 
 
 def match_plan(learner_id: str, role: AgentType, cfg: RoleConfig, view: LeagueView, version: str = "",

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from league.config import Config, ConfigError, load_config
+from league.config import Config, ConfigError, PPOConfig, SearchConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -224,7 +224,7 @@ def test_search_needs_a_perfect_information_game_and_anchors_to_be_scored_agains
 
 
 def test_the_progress_line_shows_probe_and_nash_conv_beside_meta_exploitability():
-    from actors.launch import quality_text
+    from actors.progress import quality_text
 
     assert quality_text({"meta_exploitability": 0.0}) == "meta-expl 0.000"
     assert quality_text({"meta_exploitability": 0.0, "meta_game_agents": 3, "pool_size": 40}) == (
@@ -241,7 +241,7 @@ def test_a_pool_larger_than_the_snapshot_caches_is_warned_about_where_a_process_
     weights, 401,440 bytes: 64 MB of cache holds 167 of them, so the shipped pool of 150 fits and a
     pool of 1000 is warned about, naming both keys (1000 of them need 383 MB). Kuhn's 1000 fit in
     the cache; Leduc's self-play with an exact evaluator plays no pool."""
-    from actors.launch import load_checked
+    from actors.preflight import load_checked
     from actors.preflight import cache_warning, network_bytes
 
     def warning(config, *overrides):
@@ -261,3 +261,35 @@ def test_a_pool_larger_than_the_snapshot_caches_is_warned_about_where_a_process_
     assert warning("configs/leduc_poker.yaml", "roles.main_agent.sampling=pfsp") is not None
     for shipped in sorted((ROOT / "configs").glob("*.yaml")):  # no shipped config is warned about
         assert warning(str(shipped)) is None, shipped.name
+
+
+def test_every_setting_has_its_meaning_and_the_roles_come_from_one_registry():
+    import dataclasses
+    import typing
+
+    from league.config import ROLE_CONFIGS
+    from league.pool import AgentType
+    from league.roles import ROLES
+
+    def walk(cls, key):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            assert f.metadata.get("doc"), f"{key}.{f.name} has no doc"
+            if dataclasses.is_dataclass(hints[f.name]):
+                walk(hints[f.name], f"{key}.{f.name}")
+
+    walk(Config, "")
+    assert list(ROLES) == list(ROLE_CONFIGS) == [f.name for f in dataclasses.fields(Config().roles)]
+    assert [t.value for t in AgentType] == list(ROLES) and AgentType.main().config.main
+    assert all(ROLES[name].config is c and ROLES[name].agent_type == name for name, c in ROLE_CONFIGS.items())
+
+
+@pytest.mark.parametrize("make, key", [
+    (lambda: PPOConfig(lr=0.0), "ppo.lr"),
+    (lambda: PPOConfig(epochs=2.5), "ppo.epochs"),
+    (lambda: SearchConfig(rollout_weight=float("nan")), "search.rollout_weight"),
+])
+def test_a_section_made_directly_is_checked_by_the_same_bounds(make, key):
+    with pytest.raises(ConfigError) as info:
+        make()
+    assert info.value.key == key
