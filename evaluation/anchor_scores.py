@@ -62,24 +62,17 @@ import json
 import sys
 import time
 
+from evaluation.stored_run import StoredRun, stored_game
+from league.errors import ArgumentParser, UsageError, fail
+
 DEFAULT_ANCHORS = "uniform,mcts:10,mcts:100,mcts:1000"
-
-
-def _stored_game(run_dir: str) -> tuple[str, dict]:
-    """A run's game and its parameters, from its store's meta."""
-    from league.store import LeagueStore
-
-    with LeagueStore(run_dir, create=False) as store:
-        return store.get_meta("game"), store.get_meta("game_params") or {}
 
 
 def _stored_mixture(run_dir: str, agent: str | None = None):
     """A run's game and what it plays: its published mixture, or with ``agent`` that snapshot."""
-    from evaluation.exploitability import load_subject
-
-    game, params = _stored_game(run_dir)
-    ids, models, weights = load_subject(run_dir, agent)
-    return game, params, ids, models, weights
+    with StoredRun(run_dir) as run:
+        ids, models, weights = run.subject(agent)
+        return run.game, run.game_params, ids, models, weights
 
 
 def score_mixture(game: str, params: dict, models, weights, anchors: list[str], games: int, seed: int,
@@ -98,15 +91,15 @@ def _versus(run_dir: str, other: str, game: str, params: dict, games: int, seed:
 
     from evaluation.compare import head_to_head
 
-    other_game, other_params = _stored_game(other)  # head_to_head loads what it plays
+    other_game, other_params = stored_game(other, "--versus")  # head_to_head loads what it plays
     if (other_game, other_params) != (game, params):
-        raise ValueError(f"--versus {other}: a run of {other_game} {other_params}, not of {game} {params}")
+        raise UsageError(f"--versus {other}", f"a run of {other_game} {other_params}, not of {game} {params}")
     result = head_to_head(game, params, Path(run_dir), Path(other), games, seed, agent=agent)
     return {"storage": other, **result}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.anchor_scores", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python -m evaluation.anchor_scores", description=__doc__.split("\n\n")[0])
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--storage", action="append", metavar="RUN_DIR", help="a league run folder (repeatable)")
     what.add_argument("--uniform", action="store_true", help="score uniform random play (needs --game)")
@@ -211,9 +204,10 @@ def main(argv=None) -> int:
             versus = None
             if args.versus is not None:
                 versus = _versus(run_dir, args.versus, game, params, args.versus_games, args.seed, args.agent)
+        except UsageError as exc:
+            return fail(exc)
         except ValueError as exc:
-            print(json.dumps({"error": str(exc), "storage": run_dir}), file=sys.stderr)
-            return 2
+            return fail(f"--storage {run_dir}" if run_dir else "evaluation.anchor_scores", exc)
         line = {"bench": "anchors", "storage": run_dir or "uniform", "game": game, "support": len(ids),
                 **({"agent": args.agent} if args.agent else {}),
                 "anchors": scores, "seconds": round(time.perf_counter() - t0, 1)}

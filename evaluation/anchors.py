@@ -9,9 +9,9 @@ it means the same thing in every run:
 - ``mcts:N``: OpenSpiel's C++ MCTS bot (UCT, Kocsis & Szepesvari 2006) with N
   simulations per move, a random-rollout evaluator and ``solve=True`` (proven
   wins and losses are backed up, so it never misses a forced win it has
-  searched). It is the usual strength ladder for perfect-information games:
-  uniform random scores about 0.1 against MCTS-10 on Connect Four, and
-  AlphaZero-style agents beat MCTS-1000;
+  searched). It is the usual strength ladder for perfect-information games,
+  from MCTS-10, which uniform random play rarely beats, to MCTS-1000, which
+  AlphaZero-style agents beat (docs/results.md);
 - ``pkg.module:factory``: a user's bot. On an OpenSpiel game ``factory(game)``
   gets the ``pyspiel.Game`` and returns an object whose ``step(state)``
   returns an action for the native ``pyspiel.State`` (``restart()`` is called
@@ -40,11 +40,14 @@ from typing import Any, Sequence
 import numpy as np
 import pyspiel
 
-from envs import is_openspiel_game
+from envs import game_info, is_openspiel_game, make_game
+from envs.base import NO_ACTION
 from envs.openspiel import load_two_player_zero_sum, sample_chance, state_tensor
+from evaluation.best_response import evaluate
+from evaluation.search import PUCT, SearchSpec
 from league.anchors import AnchorSpec, parse_anchor  # noqa: F401 (re-exported: the syntax needs no pyspiel)
 from policies.net import sample_rows
-from evaluation.search import PUCT, SearchSpec
+from policies.rollout import EpisodeMixture, TwoSeatPlay
 
 UCT_C = 2.0  # OpenSpiel's default exploration constant for MCTSBot
 ROLLOUTS = 1  # random rollouts per leaf evaluation (OpenSpiel's examples use 1)
@@ -119,8 +122,6 @@ def check_anchor(text: str, game_name: str, params: dict | None = None) -> None:
     if not is_openspiel_game(game_name):
         if spec.kind == "mcts":
             raise ValueError(f"anchor {spec.name!r} needs a sequential OpenSpiel game; {game_name} is not one")
-        from envs import make_game
-
         make_protocol_bot(spec, make_game(game_name, 1, seed=0, **(params or {})))
         return
     try:
@@ -215,8 +216,6 @@ def protocol_envs(game_name: str, params: dict | None, games: int) -> int:
     """Environments stepped together: up to 64 games at once, fewer in a team game, whose every
     agent's decisions are held until its episode ends (``collect_rollout``); an even number where
     it can be, as each batch of games seats the policy in seat ``e % 2`` of environment ``e``."""
-    from envs import game_info
-
     team_size = game_info(game_name, **(params or {})).team_size
     envs = max(1, min(games, 64 // team_size))
     return envs - envs % 2 if team_size > 1 and envs > 1 else envs
@@ -227,10 +226,6 @@ def _scores_through_protocol(game_name: str, params: dict | None, models, w: np.
     """Uniform random play, or a factory's ``act(obs, mask)`` bot, through the game protocol
     (``envs``), so any game the league runs has these anchors; each member plays its share of the
     games (drawn by weight), seats alternating, scored by the game's own ``score``."""
-    from envs import make_game
-    from evaluation.best_response import evaluate
-    from policies.rollout import EpisodeMixture
-
     game = make_game(game_name, protocol_envs(game_name, params, games), seed=int(rng.integers(2**31)),
                      **(params or {}))
     anchor = EpisodeMixture([None], [1.0], rng) if spec.kind == "uniform" else _protocol_anchor(spec, game, rng)
@@ -263,10 +258,6 @@ def survivors_trace(game_name: str, params: dict | None, model, anchor: str, sea
     each side has acting at every step: what the league page draws as the latest evaluation.
     ``{"anchor", "seat", "survivors": [[policy's, anchor's], ...] (one pair a step, the start
     included), "score"}``; ``score`` is the game's own score of the policy's side."""
-    from envs import make_game
-    from envs.base import NO_ACTION
-    from policies.rollout import TwoSeatPlay
-
     spec = parse_anchor(anchor)
     if spec.kind == "mcts" or (spec.kind == "factory" and is_openspiel_game(game_name)):
         raise ValueError(f"anchor {spec.name!r}: a survivors trace is played through the game protocol "

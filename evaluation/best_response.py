@@ -35,7 +35,6 @@ game is enumerable, ``exact_br_return``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -47,6 +46,8 @@ import numpy as np
 import torch
 
 from envs import MatrixGame, make_game
+from evaluation.stored_run import StoredRun
+from league.errors import ArgumentParser, UsageError, fail
 from policies.net import ActorCritic, PolicySpec
 from policies.ppo import PPOConfig, make_optimizer, ppo_update
 from policies.rollout import EpisodeMixture, collect_rollout
@@ -211,32 +212,22 @@ def probe(game_name: str, members, weights, cfg: ProbeConfig | None = None, para
 # ----------------------------------------------------------------------------
 # CLI
 # ----------------------------------------------------------------------------
-def _stored_target(run_dir: str, agent: str | None):
-    """(game name, game params, members, weights, description) from a league store."""
-    from league.store import LeagueStore
-    from policies.snapshot import policy_from_bytes
-
-    store = LeagueStore(run_dir, create=False)
-    try:
-        game = store.get_meta("game")
-        params = store.get_meta("game_params") or {}
-        if not isinstance(game, str) or not game:
-            raise ValueError(f"the store in {run_dir} records no game name")
+def _stored_target(run_dir: str, agent: str | None, game: str | None = None):
+    """(game name, game params, members, weights, description) from a league store
+    (``evaluation.stored_run``: read-only, its game checked against ``game`` first)."""
+    with StoredRun(run_dir, game) as run:
+        if run.game is None:
+            raise UsageError("--storage", f"{run.path} records no game name")
+        ids, members, weights = run.subject(agent)
         if agent:
-            return game, params, [policy_from_bytes(store.snapshot_blob(agent))], [1.0], {"policy": f"agent:{agent}"}
-        nash = store.latest_nash()
-        if not nash:
-            raise ValueError(f"the league in {run_dir} has no Nash mixture yet")
-        kept = [(i, float(w)) for i, w in zip(nash["ids"], nash["weights"]) if float(w) > 0]
-        members = [policy_from_bytes(store.snapshot_blob(i)) for i, _ in kept]
-        return game, params, members, [w for _, w in kept], {
-            "policy": "nash_mixture", "members": dict(kept), "meta_exploitability": nash["meta_exploitability"]}
-    finally:
-        store.close()
+            return run.game, run.game_params, members, weights, {"policy": f"agent:{agent}"}
+        return run.game, run.game_params, members, weights, {
+            "policy": "nash_mixture", "members": dict(zip(ids, weights)),
+            "meta_exploitability": run.nash()["meta_exploitability"]}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m evaluation.best_response",
         description="Approximate exploitability: train a PPO best response against a league's Nash mixture, "
                     "one snapshot, or uniform random play; prints one JSON line.",
@@ -264,13 +255,12 @@ def main(argv=None) -> int:
         if args.uniform:
             game, params, members, weights, about = args.game, {}, [None], [1.0], {"policy": "uniform"}
         else:
-            game, params, members, weights, about = _stored_target(args.storage, args.agent)
-            if args.game and args.game != game:
-                raise ValueError(f"--game {args.game} but the store's game is {game}")
+            game, params, members, weights, about = _stored_target(args.storage, args.agent, args.game)
         out = {**about, **probe(game, members, weights, cfg, params)}
+    except UsageError as exc:
+        return fail(exc)
     except (ValueError, KeyError) as exc:
-        print(json.dumps({"error": str(exc)}), file=sys.stderr)
-        return 2
+        return fail("evaluation.best_response", exc)
     print(json.dumps(out))
     return 0
 

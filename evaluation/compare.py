@@ -5,11 +5,10 @@
 
 For each game, both sides start from the same shipped config, ``configs/<game>.yaml``:
 
-- **league**: the config as shipped (its roles: main agent, main exploiters,
-  league exploiters);
+- **league**: the config as shipped, with its roles;
 - **self-play**: the same config with only the roles and what is published
-  changed (``roles.main_agent.sampling=self``, ``roles.main_exploiter.count=0``,
-  ``roles.league_exploiter.count=0``, ``evaluator.publish=nash``), so learner
+  changed (``SELFPLAY_OVERRIDES``: the main role samples ``self``, every other
+  role's count is 0, ``evaluator.publish=nash``), so learner
   settings (``ppo``, ``policy``, ``rollout``), the evaluator and the main agent's
   snapshot cadence are the same; it publishes the meta-game Nash over its own
   snapshots (the league side of ``configs/leduc_poker.yaml`` publishes the least
@@ -83,6 +82,7 @@ import argparse
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
 import shutil
 import signal
@@ -91,16 +91,33 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
+
+import numpy as np
+import pyspiel
+import torch
+
+from envs import NO_ACTION, game_info, is_matrix_game, make_game
+from envs.openspiel import load_two_player_zero_sum
+from evaluation.anchors import parse_anchor, protocol_envs, score_against
+from evaluation.best_response import ProbeConfig, evaluate, probe
+from evaluation.exploitability import exact_nash_conv
+from evaluation.stored_run import StoredRun, load_nash_mixture, load_subject
+from evaluation.search import SearchSpec, check_searchable
+from league.config import ROLE_CONFIGS, ConfigError, load_config
+from league.errors import ArgumentParser, UsageError, fail
+from policies.rollout import EpisodeMixture
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 ALL_GAMES = ("kuhn_poker", "leduc_poker", "connect_four")
 SIDES = ("league", "selfplay")
 # Only the roles differ: the self-play side is the shipped config's main agent alone, playing itself.
-SELFPLAY_OVERRIDES = ("roles.main_agent.sampling=self", "roles.main_exploiter.count=0",
-                      "roles.league_exploiter.count=0", "evaluator.publish=nash")
+MAIN = next(name for name, c in ROLE_CONFIGS.items() if c.main)
+SELFPLAY_OVERRIDES = (f"roles.{MAIN}.sampling=self", *(f"roles.{name}.count=0" for name in ROLE_CONFIGS if name != MAIN),
+                      "evaluator.publish=nash")
 BENCH_KEYS = ("run.storage", "run.seed", "run.max_minutes")  # the bench sets these per run
 Z95 = 1.959964
 
@@ -225,8 +242,6 @@ def validate_args(args: argparse.Namespace) -> None:
     if args.first_seed < 0:
         raise ValueError(f"--first-seed must be >= 0, got {args.first_seed}")
     if args.anchors is not None:
-        from evaluation.anchors import parse_anchor
-
         args.anchors = [a.strip() for a in args.anchors.split(",") if a.strip()]
         for a in args.anchors:
             try:
@@ -253,19 +268,16 @@ def validate_args(args: argparse.Namespace) -> None:
 def check_configs(game: str, extra: Sequence[str]) -> tuple[str, dict, bool]:
     """Load both sides' configs as the launcher will (a bad value stops the bench before
     any run, naming the key); (game name, game params, exact evaluation supported)."""
-    from envs import game_info
-    from league.config import load_config
-
     cfgs = {side: load_config(config_path(game), run_overrides(side, minutes=1, storage="unused", seed=0, extra=extra))
             for side in SIDES}
     cfg = cfgs["selfplay"]
-    if cfg.roles.main_agent.count < 1:
-        raise ValueError(f"configs/{game}.yaml: self-play needs roles.main_agent.count >= 1")
+    if getattr(cfg.roles, MAIN).count < 1:
+        raise ValueError(f"configs/{game}.yaml: self-play needs roles.{MAIN}.count >= 1")
     if cfgs["league"] == cfg:
         raise ValueError(f"configs/{game}.yaml already is self-play (no exploiters, the main agent plays itself, the meta-game Nash "
                          "published): "
                          "nothing to compare; give the league side roles with --set, e.g. "
-                         "--set roles.league_exploiter.count=1 (the self-play side keeps none)")
+                         "--set roles.ROLE.count=1 for an exploiter role (the self-play side keeps none)")
     info = game_info(cfg.game.name, **cfg.game.kwargs)
     return cfg.game.name, dict(cfg.game.kwargs), bool(info.supports_exact)
 
@@ -300,8 +312,6 @@ def launch(game: str, overrides: list[str]) -> float:
 def measure(game: str, params: dict, exact: bool, storage: Path, probe_steps: int, probe_eval_episodes: int,
             seed: int) -> dict:
     """The quality of the league's published Nash mixture in ``storage``."""
-    from evaluation.exploitability import load_nash_mixture
-
     try:
         ids, models, weights = load_nash_mixture(storage)
     except ValueError as exc:  # no snapshot yet, so nothing published: the budget is too small
@@ -309,14 +319,8 @@ def measure(game: str, params: dict, exact: bool, storage: Path, probe_steps: in
                            "sooner on both sides (--set roles.<role>.snapshot_every_steps=N)") from None
     out: dict[str, Any] = {"support": len(ids)}
     if exact:
-        from envs import make_game
-        from evaluation.exploitability import exact_nash_conv
-
         out["value"] = exact_nash_conv(make_game(game, 1, **params), models, weights)["nash_conv"]
     else:
-        from evaluation.anchors import protocol_envs
-        from evaluation.best_response import ProbeConfig, probe
-
         # a team game holds every agent's decisions of a running episode: fewer environments
         envs = ProbeConfig().num_envs if params.get("teams") is None else protocol_envs(game, params, 64)
         result = probe(game, models, weights, ProbeConfig(steps=probe_steps, eval_episodes=probe_eval_episodes,
@@ -329,12 +333,10 @@ def stored_rates(storage: Path, run_seconds: float) -> dict[str, float]:
     """Over the run's wall-clock seconds, start-up included: its env steps (the store's counter),
     and the agent decisions its learners trained on (their stored steps: in a team game one per
     acting agent of the learner's side)."""
-    from league.store import LeagueStore
-
     seconds = max(run_seconds, 1e-9)
-    with LeagueStore(storage, create=False) as store:
-        return {"env_steps_per_s": float(store.counters().get("env_steps", 0.0)) / seconds,
-                "trained_agent_steps_per_s": sum(float(r["step"]) for r in store.learners()) / seconds}
+    with StoredRun(storage) as run:
+        return {"env_steps_per_s": float(run.store.counters().get("env_steps", 0.0)) / seconds,
+                "trained_agent_steps_per_s": sum(float(r["step"]) for r in run.store.learners()) / seconds}
 
 
 RUN_RECORD = ".run.json"
@@ -347,15 +349,13 @@ def played_config(game: str, side: str, extra: Sequence[str]) -> dict:
     agent that plays only itself never reads, and the settings of roles it has none of. Two
     self-play runs with equal ``played_config`` train alike, whatever ``--set`` changed the
     league side's mix."""
-    from league.config import load_config
-
     cfg = dataclasses.asdict(load_config(config_path(game), run_overrides(side, minutes=1, storage="unused", seed=0,
                                                                            extra=extra)))
     cfg.pop("run")
     for name, role in cfg["roles"].items():
         if role["count"] == 0:
             cfg["roles"][name] = {"count": 0}
-        elif name == "main_agent" and role["sampling"] == "self":
+        elif name == MAIN and role["sampling"] == "self":
             cfg["roles"][name] = {k: role[k] for k in SELF_PLAY_KEYS}
     return json.loads(json.dumps(cfg, sort_keys=True, default=str))
 
@@ -371,15 +371,10 @@ def kept_run(storage: Path, minutes: float, config: dict, option: str = "--selfp
     ValueError where it is missing, or its record says it ran for other minutes or by another
     ``played_config`` (naming the first key that differs); a store without a record gives the span
     of its own writes, the coordinator's first start to its last event, measurement or rating."""
-    from league.store import LeagueStore, StoreError
-
     record_path = storage.with_name(storage.name + RUN_RECORD)
     recorded = record_path.exists()
-    try:
-        with LeagueStore(storage, create=False) as store:  # opened either way: a record without its store is refused
-            starts, last = ([], None) if recorded else (store.events("coordinator_start"), store.last_write_time())
-    except StoreError as exc:
-        raise ValueError(f"{option}: {storage}: {exc}") from None
+    with StoredRun(storage, option=option) as run:  # opened either way: a record without its store is refused
+        starts, last = ([], None) if recorded else (run.store.events("coordinator_start"), run.store.last_write_time())
     if recorded:
         try:
             record = json.loads(record_path.read_text())
@@ -434,10 +429,6 @@ def random_stepping(game: str, params: dict, num_envs: int, seconds: float = 5.0
     """Uniformly random actions through the game's team view (the path the league plays on), on
     ``num_envs`` environments (the config's ``rollout.envs_per_worker``), for ``seconds``: env steps
     per second and agent steps (live agents' actions, both sides) per second and per env step."""
-    import numpy as np
-
-    from envs import NO_ACTION, make_game
-
     g = make_game(game, num_envs, seed=seed, **params)
     rng = np.random.default_rng(seed)
     env_steps = agent_steps = 0
@@ -457,14 +448,8 @@ def random_stepping(game: str, params: dict, num_envs: int, seconds: float = 5.0
 
 def default_anchors(game: str, params: dict) -> list[str]:
     """MCTS at 100 and 1,000 simulations on perfect-information OpenSpiel games, else none."""
-    from envs import is_matrix_game
-
     if is_matrix_game(game) or ":" in game:
         return []
-    import pyspiel
-
-    from envs.openspiel import load_two_player_zero_sum
-
     info = load_two_player_zero_sum(game, params or None).get_type().information
     return ["mcts:100", "mcts:1000"] if info == pyspiel.GameType.Information.PERFECT_INFORMATION else []
 
@@ -472,17 +457,12 @@ def default_anchors(game: str, params: dict) -> list[str]:
 def _scores(game: str, params: dict, storage: Path, tasks: Sequence[tuple[str, object]], games: int,
             seed: int) -> list[float]:
     """The published mixture in ``storage``, loaded once, scored against each ``(anchor, search)``."""
-    from evaluation.anchors import score_against
-    from evaluation.exploitability import load_nash_mixture
-
     _, models, weights = load_nash_mixture(storage)
     return [score_against(game, params, models, weights, a, games, seed, spec)["score"] for a, spec in tasks]
 
 
 def _anchor_score(game: str, params: dict, storage: Path, anchor: str, games: int, seed: int, search) -> float:
     """One anchor's score: a worker process's job in ``anchor_scores(jobs=N)``, on one thread."""
-    import torch
-
     torch.set_num_threads(1)
     return _scores(game, params, storage, [(anchor, search)], games, seed)[0]
 
@@ -498,9 +478,6 @@ def anchor_scores(game: str, params: dict, storage: Path, anchors: Sequence[str]
         done = {(a, spec is None): score for (a, spec), score in zip(tasks, _scores(game, params, storage, tasks,
                                                                                      games, seed))}
     else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
         with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)),
                                  mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = {(a, spec is None): pool.submit(_anchor_score, game, params, storage, a, games, seed, spec)
@@ -513,12 +490,7 @@ def anchor_scores(game: str, params: dict, storage: Path, anchors: Sequence[str]
 def search_spec(game: str, name: str, params: dict, args: argparse.Namespace):
     """The search both mixtures are also scored with: ``--search`` if given (ValueError where the
     game cannot be searched), else the config's ``search`` section where it is on, else None."""
-    from league.config import load_config
-    from evaluation.search import SearchSpec, check_searchable
-
     if args.search:
-        from envs.openspiel import load_two_player_zero_sum
-
         try:
             check_searchable(load_two_player_zero_sum(name, params or None))
         except Exception as exc:  # not an OpenSpiel game at all, or not one search can play
@@ -535,14 +507,6 @@ def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage
     one member per game; members' episodes by Nash weight, weighted back by Nash weight.
     ``agent``: the snapshot of that id in each store plays instead of its mixture (two runs'
     main agents after the same number of decisions trained on, say)."""
-    import numpy as np
-
-    from envs import make_game
-    from evaluation.anchors import protocol_envs
-    from evaluation.best_response import evaluate
-    from evaluation.exploitability import load_subject
-    from policies.rollout import EpisodeMixture
-
     _, league_models, league_w = load_subject(league_storage, agent)
     _, selfplay_models, selfplay_w = load_subject(selfplay_storage, agent)
     rng = np.random.default_rng(seed)
@@ -570,8 +534,6 @@ def bench_game(game: str, args: argparse.Namespace, root: Path, search=None,
     if args.anchors is not None:
         anchors = args.anchors
     else:  # MCTS on perfect-information OpenSpiel games, else the config's own (battle: uniform, scripted)
-        from league.config import load_config
-
         anchors = default_anchors(name, params) or list(load_config(config_path(game), list(args.set)).anchors)
     sides: dict[str, dict[str, list]] = {s: {"values": [], "support": [], "ci95": [], "run_seconds": [],
                                              "measure_seconds": [], "env_steps_per_s": [],
@@ -653,8 +615,6 @@ def bench_game(game: str, args: argparse.Namespace, root: Path, search=None,
                                "values": s["values"], "ci95_per_seed": [h["ci95"] for h in per_seed],
                                "episodes": [h["episodes"] for h in per_seed]}
     if params.get("teams") is not None:  # a team game: learning's pace beside random play's, in agent steps
-        from league.config import load_config
-
         envs = load_config(config_path(game), list(args.set)).rollout.envs_per_worker
         rand = random_stepping(name, params, envs)
         out["random_play"] = rand
@@ -667,10 +627,8 @@ def bench_game(game: str, args: argparse.Namespace, root: Path, search=None,
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    from evaluation.best_response import ProbeConfig
-
     probe = ProbeConfig()
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m evaluation.compare",
         description="League vs self-play from the same config at equal wall-clock time; one JSON line per game.")
     parser.add_argument("--game", action="append", metavar="GAME",
@@ -720,10 +678,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    import torch
-
-    from league.config import ConfigError
-
     torch.set_num_threads(1)
     # SIGTERM unwinds like Ctrl-C: the running launcher is stopped, a temporary folder removed
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -739,9 +693,10 @@ def main(argv=None) -> int:
             kept[game] = {side: kept_stores(game, args, side) for side in SIDES}
         for game in args.games:
             print(json.dumps(bench_game(game, args, root, searches[game], kept[game])), flush=True)
+    except UsageError as exc:
+        return fail(exc)
     except (ConfigError, ValueError, RuntimeError) as exc:
-        say(f"error: {exc}")
-        return 2 if isinstance(exc, ValueError) else 1
+        return fail("evaluation.compare", exc, 2 if isinstance(exc, ValueError) else 1)
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)

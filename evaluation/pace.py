@@ -20,12 +20,16 @@ Reads kept run folders (no Ray). For each it prints one JSON line:
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import defaultdict
 
-PREFIX = "anchor:newest_main:"
+from evaluation.stored_run import StoredRun
+from league.errors import ArgumentParser, UsageError, fail
+from league.measures import NEWEST_MAIN, anchor_score_kind
+from league.pool import AgentType
+
+PREFIX = anchor_score_kind(NEWEST_MAIN, "")
 
 
 def stretch_rates(points: list[tuple[float, int]], every: float) -> list[float | None]:
@@ -66,17 +70,16 @@ def judge_by_snapshot(rounds: dict[str, list[dict]], per: int) -> dict[str, dict
 
 
 def run_pace(run_dir: str, every: float, learner: str, per: int) -> dict:
-    from league.store import LeagueStore
-
-    with LeagueStore(run_dir, create=False) as store:
+    with StoredRun(run_dir) as run:
+        store = run.store
         starts = store.events("coordinator_start")
         if not starts:
-            raise ValueError(f"{run_dir}: no coordinator ever started on this store")
+            raise UsageError("--storage", f"{run.path}: no coordinator ever started on this store")
         t0 = starts[0]["time"]
         snaps = [e for e in store.events("snapshot") if e.get("learner_id") == learner]
         rows = [r for r in store.learners() if r["learner_id"] == learner]
         if not rows:
-            raise ValueError(f"{run_dir}: no learner {learner!r} (--learner)")
+            raise UsageError(f"--learner {learner}", f"{run.path}: no learner {learner!r} (--learner)")
         rounds = {kind[len(PREFIX):]: store.measurements(kind) for kind in store.measurement_kinds(PREFIX)}
         seconds = (store.last_write_time() or t0) - t0
     points = [(e["time"] - t0, int(e["step"])) for e in snaps]
@@ -88,10 +91,11 @@ def run_pace(run_dir: str, every: float, learner: str, per: int) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.pace", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python -m evaluation.pace", description=__doc__.split("\n\n")[0])
     parser.add_argument("--storage", action="append", required=True, metavar="RUN_DIR", help="a run folder (repeatable)")
     parser.add_argument("--every", type=float, default=180.0, help="seconds per stretch (default 180)")
-    parser.add_argument("--learner", default="main_agent-0", help="whose pace (default main_agent-0)")
+    first_main = f"{AgentType.main().value}-0"
+    parser.add_argument("--learner", default=first_main, help=f"whose pace (default {first_main})")
     parser.add_argument("--per-snapshots", type=int, default=40, help="snapshots per block of the judge's scores (default 40)")
     args = parser.parse_args(argv)
     if not args.every > 0:
@@ -101,9 +105,10 @@ def main(argv=None) -> int:
     for run_dir in args.storage:
         try:
             line = run_pace(run_dir, args.every, args.learner, args.per_snapshots)
+        except UsageError as exc:
+            return fail(exc)
         except (ValueError, FileNotFoundError) as exc:
-            print(json.dumps({"error": str(exc), "storage": run_dir}), file=sys.stderr)
-            return 2
+            return fail(f"--storage {run_dir}", exc)
         print(json.dumps(line), flush=True)
     return 0
 

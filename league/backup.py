@@ -14,7 +14,6 @@ in it; the senders' outboxes belong to the old storage path and are not replayed
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -26,20 +25,26 @@ from typing import Any
 
 import numpy as np
 
+from league.errors import ArgumentParser, UsageError, fail
 from league.store import DB_NAME, LeagueStore, StoreError, db_path
 
 
-def backup(storage: str | os.PathLike, out: str | os.PathLike) -> dict[str, Any]:
+def backup(storage: str | os.PathLike, out: str | os.PathLike, force: bool = False) -> dict[str, Any]:
     """Copy the store of ``storage`` (a run folder or its ``league.db``) to ``out`` (a file when it
     ends in ``.db``, else a folder that gets ``league.db``), consistently while the league runs.
-    Returns what was copied."""
+    An existing file at ``out`` is replaced only with ``force`` (else a UsageError). Returns what
+    was copied."""
     src_path = db_path(storage)
     if not src_path.is_file():
-        raise StoreError(f"no league store at {src_path}")
+        raise UsageError("--storage", f"no league store at {src_path}")
+    if src_path.stat().st_size == 0:
+        raise UsageError("--storage", f"{src_path} is an empty file, not a nash-league store")
     out = Path(out)
     dst_path = out if out.suffix == ".db" else out / DB_NAME
     if dst_path.resolve() == src_path.resolve():
-        raise ValueError(f"--out {out} is the store itself")
+        raise UsageError(f"--out {out}", "is the store itself")
+    if dst_path.exists() and not force:
+        raise UsageError(f"--out {out}", f"{dst_path} exists; --force replaces it")
     dst_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst_path.with_name(dst_path.name + ".partial")
     for stale in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
@@ -99,16 +104,18 @@ def state_digest(league) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m league.backup", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python -m league.backup", description=__doc__.split("\n\n")[0])
     parser.add_argument("--storage", required=True, help="the run's storage folder (or its league.db)")
     parser.add_argument("--out", required=True,
                         help="the copy: a file ending in .db, or a folder that gets league.db (a run folder to resume)")
+    parser.add_argument("--force", action="store_true", help="replace an existing copy at --out")
     args = parser.parse_args(argv)
     try:
-        info = backup(args.storage, args.out)
+        info = backup(args.storage, args.out, force=args.force)
+    except UsageError as exc:
+        return fail(exc, status=1)
     except (StoreError, ValueError, sqlite3.Error, OSError) as exc:
-        print(f"nash-league: backup failed: {exc}", file=sys.stderr)
-        return 1
+        return fail(f"backup of {args.storage}", exc, status=1)
     print(json.dumps(info), flush=True)
     return 0
 

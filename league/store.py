@@ -123,16 +123,28 @@ def _upgraded_payload(source: str, seq: int, summary: dict[str, Any] | list[dict
 class LeagueStore:
     """Thread-safe access to one league file (one connection, one lock)."""
 
-    def __init__(self, storage: str | os.PathLike, *, create: bool = True):
+    def __init__(self, storage: str | os.PathLike, *, create: bool = True, readonly: bool = False):
+        """``create``: make the file when it is missing. ``readonly``: open it read-only (SQLite
+        ``mode=ro``, ``query_only``): nothing is ever written, not even an upgrade, and an empty file
+        or one of an earlier schema version is refused rather than made a store."""
         self.path = db_path(storage)
+        self.readonly = readonly
         if not self.path.exists():
-            if not create:
+            if not create or readonly:
                 raise StoreError(f"no league store at {self.path}")
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        if readonly and self.path.is_file() and self.path.stat().st_size == 0:
+            raise StoreError(f"{self.path} is an empty file, not a nash-league store")
         self._lock = threading.RLock()
         try:
-            self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
-            self._open()
+            if readonly:
+                self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0,
+                                           isolation_level=None, check_same_thread=False)
+                self._db.execute("PRAGMA query_only=1")
+                self._open_readonly()
+            else:
+                self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+                self._open()
         except sqlite3.DatabaseError as exc:
             with contextlib.suppress(Exception):
                 self._db.close()
@@ -182,6 +194,20 @@ class LeagueStore:
             with self.transaction():
                 db.execute("INSERT OR IGNORE INTO meta SELECT 'tables_through', CAST(coalesce(max(id), 0) AS TEXT) "
                            "FROM results")
+
+    def _open_readonly(self) -> None:
+        """``_open``'s checks without its writes: a store as ``_open`` leaves it, or a StoreError."""
+        db = self._db
+        app_id = db.execute("PRAGMA application_id").fetchone()[0]
+        if app_id != APPLICATION_ID:
+            raise StoreError(f"{self.path} is not a nash-league store (SQLite application id {app_id:#x})")
+        check = db.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            raise StoreError(f"{self.path} is corrupt: {check}")
+        version = self.get_meta("schema_version")
+        if version != SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {version}; this nash-league reads version "
+                             f"{SCHEMA_VERSION} (the launcher upgrades it when it resumes the run)")
 
     def _upgrade_from_1(self) -> None:
         """Schema version 1 -> 2, once, in one transaction: every stored result batch's summary is

@@ -9,19 +9,40 @@ See docs/metrics.md for the meaning of each.
 
 from __future__ import annotations
 
+import time
 from functools import cached_property
 
 LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]
 BATCH_BUCKETS = [1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+# Gauges that exist from the start, at these values, and keep their last value while the process
+# reports anything: states and counts a panel must show before their first event (a healthy
+# league's disk never fills). Ray exports a gauge only in the export interval after it was set, and
+# its agent drops it two intervals later, so a held value is set again with the process's reports.
+HELD = {"store_disk_full": 0.0, "store_refused_writes": 0.0}
+HELD_RESEND_SECONDS = 1.0  # Ray's export interval is at least a second
 
 
 class LeagueMetrics:
-    """Lazily created metric objects (they must be made inside the Ray process that reports)."""
+    """Lazily created metric objects (they must be made inside the Ray process that reports). The
+    ``HELD`` gauges are set at their start values when the objects are made, and set again at most
+    every ``HELD_RESEND_SECONDS`` with any report."""
+
+    def __init__(self):
+        self.held = dict(HELD)  # the held gauges' last values
+        self._held_sent = 0.0
 
     @cached_property
     def _m(self):
         from ray.util.metrics import Counter, Gauge, Histogram
 
+        metrics = self._define(Counter, Gauge, Histogram)
+        self._held_sent = time.monotonic()
+        for name, value in self.held.items():
+            metrics[name].set(value)
+        return metrics
+
+    @staticmethod
+    def _define(Counter, Gauge, Histogram) -> dict:
         return {
             "env_steps": Counter("league_env_steps", "Environment steps played, by the learner's role", ("role",)),
             "games": Counter("league_games", "Finished games by the learner's role and result (win/draw/loss)",
@@ -86,15 +107,26 @@ class LeagueMetrics:
                                     BATCH_BUCKETS),
         }
 
+    def _resend_held(self) -> None:
+        if time.monotonic() - self._held_sent >= HELD_RESEND_SECONDS:
+            self._held_sent = time.monotonic()
+            for name, value in self.held.items():
+                self._m[name].set(value)
+
     def inc(self, name: str, value: float = 1.0, **tags) -> None:
         if value > 0:
             self._m[name].inc(value, tags=tags or None)
+        self._resend_held()
 
     def set(self, name: str, value: float, **tags) -> None:
+        if name in self.held and not tags:
+            self.held[name] = float(value)
         self._m[name].set(float(value), tags=tags or None)
+        self._resend_held()
 
     def observe(self, name: str, value: float, **tags) -> None:
         self._m[name].observe(float(value), tags=tags or None)
+        self._resend_held()
 
 
 def result_label(score: float) -> str:

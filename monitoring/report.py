@@ -25,13 +25,12 @@ without the run, a server or the network. It shows
 - a summary: game, pool size by role, counters, learners, the Nash support.
 
 Numbers a program may want are also in a ``<script type="application/json"
-id="report-summary">`` block. A missing or unreadable store exits with code 2
-and one line on stderr. The store is only read.
+id="report-summary">`` block. The store is opened read-only (``evaluation.stored_run``): a
+missing, empty or foreign store exits with code 2 and one line on stderr, and nothing is written.
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import datetime as dt
 import html
@@ -48,11 +47,16 @@ from typing import Any, Callable
 
 import numpy as np
 
+from evaluation.stored_run import StoredRun, load_nash_mixture
+from league import measures
+from league.config import ROLE_CONFIGS
+from league.errors import ArgumentParser, UsageError, fail
+
 log = logging.getLogger(__name__)
 
-ROLE_ORDER = ("main_agent", "main_exploiter", "league_exploiter")
-ROLE_COLOR = {"main_agent": "#1f77b4", "main_exploiter": "#d62728", "league_exploiter": "#2ca02c"}
-ROLE_MARKER = {"main_agent": "o", "main_exploiter": "^", "league_exploiter": "s"}
+ROLE_ORDER = tuple(ROLE_CONFIGS)  # the registry's order; colours and markers by position
+ROLE_COLOR = dict(zip(ROLE_ORDER, ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")))
+ROLE_MARKER = dict(zip(ROLE_ORDER, ("o", "^", "s", "v", "P", "X")))
 # Exact NashConv walks the whole game tree once per best response; a mixture's
 # behavioural table costs one forward pass per member over every information
 # state (Leduc: 1872), so cap members x states to keep the report quick
@@ -111,23 +115,25 @@ class ReportData:
 
 
 class ReportError(Exception):
-    """The store cannot be read; the CLI prints the message and exits with 2."""
+    """The store cannot be read; the CLI prints the one error line (``what``: the option or file,
+    ``why``) and exits with 2."""
+
+    def __init__(self, message: str, what: str = "--storage"):
+        super().__init__(message)
+        self.what, self.why = what, message
 
 
 # -- reading ------------------------------------------------------------------
 def load(run_dir: str | Path) -> ReportData:
     """Read everything the report needs from ``RUN_DIR/league.db``."""
-    from league.store import LeagueStore, StoreError
-
     try:
-        store = LeagueStore(run_dir, create=False)
-    except StoreError as exc:
-        raise ReportError(str(exc)) from None
+        run = StoredRun(run_dir)  # read-only: a missing, empty or foreign file is refused, never made a store
+    except UsageError as exc:
+        raise ReportError(exc.why, exc.what) from None
+    store = run.store
     try:
-        with store:
-            game = store.get_meta("game")
-            if isinstance(game, dict):
-                game = game.get("name")
+        with run:
+            game = run.game
             events = store.events()
             current = store.agents()
             live = {r.agent_id for r in current}
@@ -136,7 +142,7 @@ def load(run_dir: str | Path) -> ReportData:
             return ReportData(
                 run_dir=str(run_dir),
                 db_path=str(store.path),
-                game=game if isinstance(game, str) else None,
+                game=game,
                 game_params=store.get_meta("game_params") or {},
                 created_at=store.get_meta("created_at"),
                 agents=[_agent(r) for r in current],
@@ -146,12 +152,12 @@ def load(run_dir: str | Path) -> ReportData:
                 elo_history=store.elo_history(),
                 learners=store.learners(),
                 events=events,
-                nash_conv=store.measurements("nash_conv"),
+                nash_conv=store.measurements(measures.NASH_CONV),
                 counters=store.counters(),
-                probe=store.measurements("probe_br_return"),
-                objective=store.measurements("objective"),
-                meta_nash_conv=store.measurements("meta_nash_conv"),
-                anchors={kind: store.measurements(kind) for kind in store.measurement_kinds("anchor")},
+                probe=store.measurements(measures.PROBE),
+                objective=store.measurements(measures.OBJECTIVE),
+                meta_nash_conv=store.measurements(measures.META_NASH_CONV),
+                anchors={kind: store.measurements(kind) for kind in store.measurement_kinds(measures.ANCHOR)},
             )
     except (sqlite3.DatabaseError, ValueError, KeyError) as exc:
         raise ReportError(f"{store.path} could not be read: {exc}") from None
@@ -223,7 +229,7 @@ def exact_nash_conv(data: ReportData) -> dict[str, Any]:
     support = nash_support(data)
     if not support:
         return {"skipped": "no Nash mixture yet"}
-    from evaluation.exploitability import exact_nash_conv, information_state_count, load_nash_mixture
+    from evaluation.exploitability import exact_nash_conv, information_state_count
 
     cap = EXACT_MAX_MEMBER_STATES // information_state_count(game)
     if len(support) > cap:
@@ -789,7 +795,7 @@ def build_report(run_dir: str | Path, out: str | Path | None = None, exact: bool
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m monitoring.report",
+    parser = ArgumentParser(prog="python -m monitoring.report",
                                      description="Write a self-contained HTML report of a league run.")
     parser.add_argument("--storage", required=True, metavar="RUN_DIR", help="the run's storage folder (or its league.db)")
     parser.add_argument("--out", metavar="FILE", help="where to write the HTML (default RUN_DIR/report.html)")
@@ -799,8 +805,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         out = build_report(args.storage, args.out or default_out / "report.html", exact=not args.no_exact)
     except ReportError as exc:
-        print(f"monitoring.report: error: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc.what, exc.why)
     print(out)
     return 0
 

@@ -3,14 +3,15 @@
     python -m serve.export --storage runs/connect_four --out nash_policy
     python -m serve.export --storage runs/connect_four --out nash_ts --format torchscript
 
-reads the latest published mixture from the run's store (``LeagueStore.latest_nash``:
-member ids and weights; ``snapshot_blob``: each member's weights) and writes, for
+reads the latest published mixture from the run's store, read-only (``evaluation.stored_run``:
+member ids, weights and each member's network) and writes, for
 every member with a positive weight, one graph ``member-NN.onnx`` (or ``.pt``) that
 maps ``obs`` float32 (N, obs_size) and ``mask`` bool (N, num_actions) to action
 probabilities float32 (N, num_actions), exactly 0 on illegal actions, plus
 ``policy.json``: the members (file, agent id, weight), the game (name, parameters,
 which OpenSpiel tensor is the observation), ``obs_size``, ``obs_shape``,
-``num_actions`` and the action space. Playing the mixture means drawing one member
+``num_actions`` and the action space. Each ``.onnx`` file holds its weights: the graph files and
+``policy.json`` are the whole export. Playing the mixture means drawing one member
 per episode by weight (docs/export.md has a player that needs only onnxruntime).
 
 ONNX graphs come from ``torch.onnx.export(..., dynamo=True)`` (the torch.export-based
@@ -20,9 +21,9 @@ batch axis; TorchScript files from ``torch.jit.trace``.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
+import logging
 import sys
 import warnings
 from pathlib import Path
@@ -30,10 +31,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from evaluation.stored_run import StoredRun
+from league.errors import ArgumentParser, UsageError, fail
 from policies.net import PolicyNet
 
 FORMATS = ("onnx", "torchscript")
 MANIFEST = "policy.json"
+# where torch.onnx's exporter logs a warning per torchvision operator it cannot register
+ONNX_REGISTRATION_LOGGER = "torch.onnx._internal.exporter._registration"
 
 
 class ActionProbabilities(nn.Module):
@@ -53,21 +58,37 @@ def _example_inputs(model: PolicyNet, n: int = 3) -> tuple[torch.Tensor, torch.T
     return torch.zeros((n, model.spec.obs_size)), torch.ones((n, model.spec.num_actions), dtype=torch.bool)
 
 
+class _NoTorchvisionNotes(logging.Filter):
+    """Drops the ONNX exporter's "torchvision is not installed. Skipping torchvision::..." (one per
+    torchvision operator it would register: the policies use none); its other records pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("torchvision is not installed")
+
+
 def export_onnx(model: PolicyNet, path: str | Path) -> Path:
-    """Write ``model``'s action probabilities as an ONNX graph (inputs ``obs``, ``mask``; output
-    ``probs``; any batch size). ValueError names the network when the exporter cannot trace it."""
+    """Write ``model``'s action probabilities as one self-contained ONNX graph, its weights inside the
+    file (inputs ``obs``, ``mask``; output ``probs``; any batch size). ValueError names the network
+    when the exporter cannot trace it."""
     model = model.eval()
     batch = torch.export.Dim("batch")
+    registration = logging.getLogger(ONNX_REGISTRATION_LOGGER)
+    quiet = _NoTorchvisionNotes()
+    registration.addFilter(quiet)
     try:
         # the exporter's progress lines go to stderr: the CLI's stdout is its one JSON line
         with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
-            warnings.simplefilter("ignore")  # its notes about torchvision ops and axis names
+            warnings.simplefilter("ignore")  # its notes about axis names
+            # external_data=False: the weights inside the .onnx file (the policies are far below
+            # protobuf's 2 GB), so the graph file alone is the member
             torch.onnx.export(ActionProbabilities(model), _example_inputs(model), str(path),
-                              input_names=["obs", "mask"], output_names=["probs"],
+                              input_names=["obs", "mask"], output_names=["probs"], external_data=False,
                               dynamic_shapes=({0: batch}, {0: batch}), dynamo=True, verbose=False)
     except Exception as exc:
         raise ValueError(f"cannot export the {model.spec.net} network to ONNX ({type(exc).__name__}: "
                          f"{str(exc).splitlines()[0][:300]})") from None
+    finally:
+        registration.removeFilter(quiet)
     return Path(path)
 
 
@@ -104,19 +125,15 @@ def _observation_tensor(game: str | None, params: dict) -> str | None:
 def export_mixture(storage: str | Path, out: str | Path, fmt: str = "onnx") -> dict:
     """Write the published Nash mixture of the league in ``storage`` to folder ``out``
     (module docstring); returns the manifest written to ``out/policy.json``.
-    ValueError when the store has no mixture or a member cannot be exported."""
-    from league.store import LeagueStore
-    from policies.snapshot import policy_from_bytes
-
+    ValueError (``league.errors.UsageError`` for the store) when the store is not a league's or has
+    no mixture, or a member cannot be exported."""
     if fmt not in FORMATS:
-        raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    with LeagueStore(storage, create=False) as store:
-        nash = store.latest_nash()
-        if not nash:
-            raise ValueError(f"the league in {storage} has no published Nash mixture yet")
-        members = [(i, float(w)) for i, w in zip(nash["ids"], nash["weights"]) if float(w) > 0]
-        models = [policy_from_bytes(store.snapshot_blob(i)) for i, _ in members]
-        game, params = store.get_meta("game"), store.get_meta("game_params") or {}
+        raise UsageError("--format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    with StoredRun(storage) as run:
+        nash = run.nash()
+        ids, models, weights = run.nash_mixture()
+        game, params = run.game, run.game_params
+    members = list(zip(ids, weights))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     total = sum(w for _, w in members)
@@ -146,7 +163,7 @@ def export_mixture(storage: str | Path, out: str | Path, fmt: str = "onnx") -> d
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m serve.export",
+    parser = ArgumentParser(prog="python -m serve.export",
                                      description="Write a league's published Nash mixture as ONNX (or TorchScript) "
                                                  "graphs plus policy.json.")
     parser.add_argument("--storage", required=True, metavar="RUN_DIR", help="the league's run folder (run.storage)")
@@ -155,9 +172,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         manifest = export_mixture(args.storage, args.out, args.format)
-    except Exception as exc:  # StoreError, ValueError: one line, no traceback
-        print(f"serve.export: {exc}", file=sys.stderr)
-        return 2
+    except UsageError as exc:
+        return fail(exc)
+    except Exception as exc:  # a member the exporter cannot trace, a folder that cannot be written: one line
+        return fail("serve.export", exc)
     print(json.dumps({"out": str(args.out), "format": manifest["format"], "game": manifest["game"],
                       "members": {m["agent_id"]: round(m["weight"], 6) for m in manifest["members"]}}))
     return 0

@@ -260,7 +260,7 @@ def test_the_launcher_stops_on_a_bad_network_with_one_line_naming_the_key(overri
                          capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1, out.stderr
-    assert lines[0].startswith(f"nash-league: config error: {key}: ") and text in lines[0], lines[0]
+    assert lines[0].startswith(f"nash-league: config: {key}: ") and text in lines[0], lines[0]
     assert "Started a local Ray" not in out.stdout + out.stderr
 
 
@@ -359,6 +359,10 @@ def test_the_export_cli_writes_the_published_mixture_and_it_plays_without_torch(
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["members"] == {ids[0]: 0.25, ids[1]: 0.75}
+    # the graphs hold their weights (no member-NN.onnx.data beside them), and the exporter's
+    # "torchvision is not installed" notes are not printed
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["member-00.onnx", "member-01.onnx", "policy.json"]
+    assert "torchvision" not in out.stderr, out.stderr
     meta = json.loads((tmp_path / "out/policy.json").read_text())
     assert meta["game"] == "kuhn_poker" and meta["observation"] == "information_state_tensor"
     assert (meta["obs_size"], meta["obs_shape"], meta["num_actions"]) == (11, [11], 2)
@@ -395,7 +399,7 @@ def test_the_export_cli_says_in_one_line_when_there_is_nothing_to_export(tmp_pat
                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120, cwd=ROOT,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
-        f"serve.export: the league in {tmp_path / 'run'} has no published Nash mixture yet"]
+        f"nash-league: --storage: the league in {tmp_path / 'run'} has no published Nash mixture yet"]
 
 
 def test_a_seed_snapshot_naming_a_factory_the_config_does_not_is_refused_before_ray(tmp_path):
