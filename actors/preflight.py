@@ -1,13 +1,23 @@
-"""Checks of a loaded config that need the game and the code it names, run by the launcher before
-Ray starts: the game exists and keeps the protocol, the network builds for it, seed snapshots and
-anchors fit it, and the snapshot caches hold a full pool of its networks."""
+"""What the launcher and the Python API check before Ray starts: the config as they build it
+(``load_checked``: the default config, a file or a dict, and ``key=value`` overrides); the checks
+that need the game and the code it names (``check_runnable``: the game exists and keeps the
+protocol, the network builds for it, seed snapshots and anchors fit it); a store to resume holds
+a league of the same game (``check_store``); and the snapshot caches hold a full pool of the
+league's networks (``cache_warning``)."""
 
 from __future__ import annotations
 
+import copy
+import json
 import math
+import os
+import sqlite3
+import sys
 from pathlib import Path
+from typing import Any, Iterable, Mapping
 
 import pyspiel
+import yaml
 
 from envs import GameInfo, game_info, is_openspiel_game, is_user_game, make_game
 from envs.openspiel import load_two_player_zero_sum
@@ -15,9 +25,13 @@ from envs.protocol import check_game
 from envs.teams import TeamError
 from evaluation.anchors import check_anchor
 from evaluation.search import check_searchable
-from league.config import Config, ConfigError
+from league.config import Config, ConfigError, load_config, parse_override
+from league.store import db_path
 from policies.net import PolicyNetError, build_policy, policy_spec
 from policies.snapshot import snapshot_spec, weight_bytes
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "kuhn_poker.yaml"
+CLI_FIX = "--config {}"  # how the launcher's user names a config file (``load_checked``'s ``fix``)
 
 
 def _check_curriculum(cfg: Config, info: GameInfo) -> None:
@@ -26,8 +40,8 @@ def _check_curriculum(cfg: Config, info: GameInfo) -> None:
     curriculum (a stage's games are not reported, and a group's are)."""
     if not cfg.game.curriculum:
         return
-    for role in ("main_agent", "main_exploiter", "league_exploiter"):
-        if getattr(cfg.roles, role).objective.grouped:
+    for role, role_cfg in cfg.roles.items():
+        if role_cfg.objective.grouped:
             raise ConfigError("game.curriculum", f"a curriculum is not for grouped objectives (roles.{role}.objective)")
     for i, _ in enumerate(cfg.game.curriculum):
         _check_stage(cfg, i, info)
@@ -61,8 +75,7 @@ def cache_warning(cfg: Config, info: GameInfo) -> str | None:
     or in-process workers when a role samples by PFSP (``alphastar``, ``pfsp``), and an evaluator
     that samples games. Such a process draws an opponent per episode, so past the cache it
     reloads snapshots from the store for most episodes (docs/operations.md). None when it fits."""
-    roles = [getattr(cfg.roles, r) for r in ("main_agent", "main_exploiter", "league_exploiter")]
-    pfsp = any(r.count > 0 and r.sampling in ("alphastar", "pfsp") for r in roles)
+    pfsp = any(r.count > 0 and r.sampling in ("alphastar", "pfsp") for _, r in cfg.roles.items())
     sampling_evaluator = cfg.evaluator.count > 0 and not (cfg.evaluator.exact and info.supports_exact)
     if not (pfsp or sampling_evaluator):
         return None
@@ -102,8 +115,8 @@ def check_runnable(cfg: Config) -> GameInfo:
         raise ConfigError("game.name", str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     _check_curriculum(cfg, info)
     if info.team_size > 1:
-        for role in ("main_agent", "main_exploiter", "league_exploiter"):
-            objective = getattr(cfg.roles, role).objective
+        for role, role_cfg in cfg.roles.items():
+            objective = role_cfg.objective
             if objective.k_opponents > 1 or objective.shaper is not None:
                 raise ConfigError(f"roles.{role}.objective", "grouped objectives (k_opponents > 1, a shaper) are "
                                                              "for games of one agent a side, not team games")
@@ -148,3 +161,139 @@ def check_runnable(cfg: Config) -> GameInfo:
             except ValueError as exc:
                 raise ConfigError(f"anchors[{i}]", str(exc).splitlines()[0]) from None
     return info
+
+
+def import_paths(config: str | None) -> list[str]:
+    """Folders a user's game module (``game.name: "module:factory"``) is imported from, besides the
+    installed packages: the current directory and the config file's folder, absolute. The launcher
+    puts them on its own ``sys.path`` and, for a local Ray, on every worker's ``PYTHONPATH``."""
+    folders = [os.getcwd()]
+    if config:
+        folders.append(str(Path(config).resolve().parent))
+    return list(dict.fromkeys(folders))
+
+
+def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` written over it, section by section (a value that is not a mapping
+    replaces what ``base`` holds there)."""
+    out = copy.deepcopy(dict(base))
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _default_content() -> dict[str, Any]:
+    """What the default config file holds (nothing where the file is not there, as in a bare install)."""
+    if not DEFAULT_CONFIG.exists():
+        return {}
+    with open(DEFAULT_CONFIG, encoding="utf-8") as f:
+        return yaml.safe_load(f) or {}
+
+
+def _leaf_keys(data: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The dotted keys of a config dict's settings."""
+    keys = []
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        keys += _leaf_keys(value, dotted + ".") if isinstance(value, Mapping) and value else [dotted]
+    return keys
+
+
+def _shown(path: Path) -> str:
+    """``path`` as a user in this directory types it: relative below the current directory, else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _blame_default(exc: ConfigError, config: Mapping[str, Any] | None, overrides: Iterable[str],
+                   fix: str) -> ConfigError | None:
+    """A ``game.name`` error naming the real fix when ``exc`` comes from a setting the user did not
+    make, of the default config (made for its game), which the user's ``game.name`` (an override,
+    or in a dict config) does not fit: the game's own config, ``fix`` formatted with its path.
+    None when the user made that setting, or kept the default config's game."""
+    user_keys, game = list(_leaf_keys(config or {})), (config or {}).get("game", {})
+    game = game.get("name") if isinstance(game, Mapping) else None
+    for text in overrides:
+        try:
+            keys, value = parse_override(text)
+        except ConfigError:
+            return None
+        user_keys.append(".".join(keys))
+        if keys == ["game", "name"]:
+            game = value
+    default_game = (_default_content().get("game") or {}).get("name")
+    if not exc.key or not isinstance(game, str) or game == default_game or any(
+            exc.key == k or exc.key.startswith(k + ".") or k.startswith(exc.key + ".") for k in user_keys):
+        return None
+    why = str(exc)[len(exc.key) + 2:]
+    own = DEFAULT_CONFIG.parent / f"{game.split('(')[0]}.yaml"
+    remedy = (f"run it with {fix.format(_shown(own))}" if own.is_file() else
+              f"give it a config of its own with {fix.format('FILE')} (configs/ holds examples)")
+    return ConfigError("game.name", f"{game} needs its own config, not the default {_shown(DEFAULT_CONFIG)} (made for "
+                                    f"{default_game}): {remedy} (with the default, {exc.key}: {why})")
+
+
+def load_checked(config: str | os.PathLike | Mapping[str, Any] | None = None, overrides: Iterable[str] = (),
+                 fix: str = CLI_FIX):
+    """Config and game shape (``load_config``, then ``check_runnable``) for a config given as a
+    YAML file's path, or as None or a dict: the default config (``configs/kuhn_poker.yaml``, what
+    the launcher runs without ``--config``) with the dict's settings over it. Then the ``key=value``
+    overrides. A user's game module imports from here or next to the file. An error from a
+    setting of the default config that the user's game does not fit names the game's own config,
+    as ``fix`` (``"--config {}"`` for the launcher) says to give it."""
+    path = None if config is None or isinstance(config, Mapping) else os.fspath(config)
+    overrides = list(overrides)
+    if path is not None:
+        source: Any = path
+    elif DEFAULT_CONFIG.exists():
+        source = _merged(_default_content(), config or {})
+    else:
+        source = config
+    try:
+        cfg = load_config(source, overrides)
+        for folder in import_paths(path):
+            if folder not in sys.path:
+                sys.path.append(folder)
+        return cfg, check_runnable(cfg)
+    except ConfigError as exc:
+        blamed = None if path is not None else _blame_default(exc, config, overrides, fix)
+        if blamed is None:
+            raise
+        raise blamed from None
+
+
+def recorded_game(storage: str | os.PathLike) -> str | None:
+    """The game of the league stored in ``storage`` (its meta ``game``), read read-only (SQLite
+    ``mode=ro``); None when there is no store there yet, or none that can be read: the coordinator
+    opens the store itself and says what is wrong with it."""
+    path = db_path(Path(storage).expanduser())
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'game'").fetchone()
+        finally:
+            db.close()
+        game = json.loads(row[0]) if row else None
+    except (sqlite3.Error, ValueError):
+        return None
+    if isinstance(game, Mapping):
+        game = game.get("name")
+    return game if isinstance(game, str) and game else None
+
+
+def check_store(cfg: Config) -> None:
+    """A store in ``run.storage`` (a run to resume) holds a league of this config's game, or
+    nothing starts: found here before Ray starts (the coordinator refuses it too, but only once Ray
+    and the actors are up)."""
+    game = recorded_game(cfg.run.storage)
+    if game is not None and game != cfg.game.name:
+        raise ConfigError("run.storage", f"{cfg.run.storage} holds a {game} league, not {cfg.game.name}: give "
+                                         f"{cfg.game.name} a new storage folder (run.storage=NEW_FOLDER), or "
+                                         f"resume that run with its {game} config")

@@ -175,7 +175,7 @@ def test_the_launcher_stops_before_ray_on_an_anchor_the_game_cannot_play(overrid
                          capture_output=True, text=True, timeout=120, cwd=root)
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"nash-league: config error: {key}"), out.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"nash-league: config: {key}"), out.stderr
     assert words in lines[0], lines[0]
 
 
@@ -191,7 +191,7 @@ def test_a_team_configs_anchors_pass_the_launchers_check():
 
 
 def test_the_progress_line_shows_the_published_mixtures_anchor_scores_and_anchored_elo():
-    from actors.launch import quality_text
+    from actors.progress import quality_text
 
     status = {"meta_exploitability": 0.0, "quality": {"anchors": {
         "published": {"uniform": {"value": 0.9}, "mcts:10": {"value": 0.25}},

@@ -314,7 +314,7 @@ def test_a_bad_game_stops_the_launcher_before_ray_with_one_line(tmp_path, name, 
                          env=dict(ENV, PYTHONPATH=str(ROOT)))
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("nash-league: config error: game.name: "), out.stderr
+    assert len(lines) == 1 and lines[0].startswith("nash-league: config: game.name: "), out.stderr
     assert message in lines[0] and (name in lines[0])
     assert "Started a local Ray" not in out.stdout + out.stderr
 

@@ -176,7 +176,8 @@ def user_ray(request, tmp_path_factory):
 def run_league(storage, game: str, *overrides, until, timeout=120.0, config="configs/smoke.yaml", before_stop=None):
     """A small league on ``game`` in this process's Ray until ``until(status)``; stopped, killed,
     and the last status returned. ``before_stop(league)`` looks at the running league first."""
-    from actors.launch import LeagueRun, load
+    from actors.launch import load
+    from actors.league_run import LeagueRun
 
     cfg, info = load(["--config", config, f"game.name={game}", f"run.storage={storage}",
                       "serve.api=false", "rollout.opponent_inference=inprocess", "evaluator.probe_every_seconds=0",

@@ -10,8 +10,12 @@ from pathlib import Path
 import pytest
 import requests
 
-from actors.launch import SESSION_NAME, reap_leftovers, session_processes
+import actors.runtime
+from actors import launch
 from actors.outbox import ledgers, node_run_dir
+from actors.preflight import check_store, recorded_game
+from actors.runtime import SESSION_NAME, StorageInUse, reap_leftovers, session_processes
+from league.config import ConfigError, load_config
 from league.store import LeagueStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,8 +36,104 @@ def test_bad_config_stops_before_ray_with_one_line_naming_the_key(override, key)
                          capture_output=True, text=True, timeout=120, cwd=ROOT, env=ENV)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"nash-league: config error: {key}"), out.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"nash-league: config: {key}"), out.stderr
     assert "Started a local Ray" not in out.stdout + out.stderr
+
+
+def _launch(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
+    """The launcher with ``args``, for arguments it refuses before Ray starts."""
+    return subprocess.run([sys.executable, "-m", "actors.launch", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env=ENV)
+
+
+def _one_error_line(out: subprocess.CompletedProcess) -> str:
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "Started a local Ray" not in out.stdout + out.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("game, fix", [
+    ("connect_four", "run it with --config configs/connect_four.yaml "),
+    ("tic_tac_toe", "give it a config of its own with --config FILE "),  # no shipped config of its own
+])
+def test_a_game_on_the_default_config_is_told_to_use_its_own_config(tmp_path, game, fix):
+    """Without --config the launcher runs configs/kuhn_poker.yaml, whose settings (it publishes the
+    least exploitable mixture, which needs exact evaluation) do not fit every game: the error names
+    the game and its config, not only a setting the user never made."""
+    line = _one_error_line(_launch(f"game.name={game}", f"run.storage={tmp_path}"))
+    assert line.startswith(f"nash-league: config: game.name: {game} needs its own config, not the default "
+                           "configs/kuhn_poker.yaml (made for kuhn_poker): " + fix), line
+    assert "evaluator.publish: least_exploitable needs a game with exact evaluation" in line, line
+
+
+def test_a_setting_the_user_made_is_blamed_as_it_is(tmp_path):
+    line = _one_error_line(_launch("game.name=connect_four", "evaluator.publish=least_exploitable",
+                                   f"run.storage={tmp_path}"))
+    assert line.startswith("nash-league: config: evaluator.publish: least_exploitable needs a game with exact "
+                           "evaluation"), line
+    assert "--config" not in line
+
+
+@pytest.mark.parametrize("path", ["configs/connect_four.yaml", "configs/no_such.yml", "pyproject.toml"])
+def test_a_config_file_given_without_config_is_asked_about(path):
+    """A config file's name, or any file's path, where the key=value overrides go: the user meant --config."""
+    assert _one_error_line(_launch(path)) == f"nash-league: {path}: did you mean --config {path}?"
+
+
+def _store_of(storage: Path, game: str) -> Path:
+    """A league store that records ``game`` (as the coordinator's first start writes it)."""
+    with LeagueStore(storage) as store:
+        store.set_meta("game", game)
+    return storage / "league.db"
+
+
+def _no_ray(*args, **kwargs):
+    raise AssertionError("the launcher went on to start Ray")
+
+
+def test_a_store_of_another_game_is_refused_before_ray_starts(tmp_path, monkeypatch, capsys):
+    """Resuming a Kuhn poker store with Connect Four's config: one line naming both games and the
+    fix, before Ray starts; the store is read, not written."""
+    db = _store_of(tmp_path, "kuhn_poker")
+    before = db.read_bytes()
+    monkeypatch.setattr(actors.runtime, "RaySession", _no_ray)
+    assert launch.main(["--config", "configs/connect_four.yaml", f"run.storage={tmp_path}"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"nash-league: config: run.storage: {tmp_path} holds a kuhn_poker league, not connect_four: "
+                     "give connect_four a new storage folder (run.storage=NEW_FOLDER), or resume that run with its "
+                     "kuhn_poker config"]
+    assert db.read_bytes() == before
+
+
+def test_the_store_check_passes_a_store_of_the_same_game_and_what_is_not_a_store(tmp_path):
+    cfg = load_config("configs/smoke.yaml", [f"run.storage={tmp_path / 'kuhn'}"])
+    check_store(cfg)  # nothing there yet: a new run
+    _store_of(tmp_path / "kuhn", "kuhn_poker")
+    check_store(cfg)
+    assert recorded_game(tmp_path / "kuhn") == "kuhn_poker"
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "league.db").write_bytes(b"")
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "league.db").write_text("not a store")
+    for folder in ("empty", "text", "none"):  # left to the coordinator, which says what is wrong
+        assert recorded_game(tmp_path / folder) is None
+    assert not (tmp_path / "none").exists() and (tmp_path / "empty" / "league.db").stat().st_size == 0
+    with pytest.raises(ConfigError) as err:
+        check_store(load_config("configs/rps.yaml", [f"run.storage={tmp_path / 'kuhn'}"]))
+    assert err.value.key == "run.storage"
+
+
+def test_a_storage_in_use_is_one_line_naming_the_folder(tmp_path, monkeypatch, capsys):
+    def in_use(cfg, config_path):
+        raise StorageInUse(cfg.run.storage, "4242")
+
+    monkeypatch.setattr(actors.runtime, "RaySession", in_use)
+    assert launch.main(["--config", "configs/smoke.yaml", f"run.storage={tmp_path}"]) == 3
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"nash-league: storage {tmp_path}: in use by another launcher (pid 4242); stop it first or choose another "
+        "run.storage"]
 
 
 def _holding(path: Path) -> subprocess.Popen:
@@ -190,7 +290,7 @@ def test_a_sigkilled_launcher_resumes_exactly_and_ctrl_c_stops_it_cleanly(tmp_pa
         second = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
         assert second.returncode == 3, second.stdout + second.stderr
         err = second.stderr.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith(f"nash-league: storage {tmp_path} is in use by another launcher"), err
+        assert len(err) == 1 and err[0].startswith(f"nash-league: storage {tmp_path}: in use by another launcher"), err
         assert f"pid {proc.pid}" in err[0] and "Started a local Ray" not in second.stdout + second.stderr
         deadline = time.time() + 120
         while time.time() < deadline:  # every learner has checkpointed (every 5 s here, and after each snapshot)

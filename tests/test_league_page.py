@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from actors.launch import LeagueRun, load
+from actors.launch import load
+from actors.league_run import LeagueRun
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 PORT = 8014

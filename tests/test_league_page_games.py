@@ -14,7 +14,8 @@ import pytest
 import requests
 from test_league_page import browser, pause, published_members, wait  # noqa: F401 (browser is a fixture)
 
-from actors.launch import LeagueRun, load
+from actors.launch import load
+from actors.league_run import LeagueRun
 
 pytest.importorskip("rlcard")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

@@ -5,7 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from actors.launch import LeagueRun, load
+from actors.launch import load
+from actors.league_run import LeagueRun
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -292,7 +292,7 @@ def test_a_published_mixture_replaces_the_meta_nash_until_the_next_publication(c
 
 
 def test_each_learner_shows_the_curriculum_stage_of_its_step(tmp_path):
-    from actors.launch import progress_line
+    from actors.progress import progress_line
 
     cfg = load_config(None, [f"run.storage={tmp_path}", "roles.main_exploiter.count=0", "roles.league_exploiter.count=0",
                              "game.curriculum=[{until_step: 100, params: {}}, {until_step: 300, params: {}}]"])

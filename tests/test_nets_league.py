@@ -113,7 +113,7 @@ def test_a_conv_league_on_connect_four_trains_snapshots_serves_answers_nash_act_
                            'anchor_elo={"mcts:10": 1400}', "evaluator.anchor_every_seconds=2", "search.simulations=8",
                            f"search.anchor_games={SEARCH_GAMES}",
                            f"evaluator.anchor_games={ANCHOR_GAMES}", *SMALL], ready)
-    from actors.launch import quality_text
+    from actors.progress import quality_text
 
     assert "vs anchors uniform" in quality_text(status) and "with search uniform" in quality_text(status)  # what the progress line shows of this status
     assert_anchor_scores_are_stored_measurements(status["quality"]["anchors"], tmp_path / "run")

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from actors.launch import LeagueRun, load
+from actors.launch import load
+from actors.league_run import LeagueRun
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 K = 3

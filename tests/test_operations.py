@@ -63,7 +63,7 @@ def _ray_rotation(launcher_pid: int) -> tuple[set[str], set[str]]:
 
 
 def test_the_launcher_bounds_ray_logs_unless_the_user_did(monkeypatch):
-    from actors.launch import RAY_LOG_BACKUPS, RAY_LOG_MAX_BYTES, bound_ray_logs
+    from actors.runtime import RAY_LOG_BACKUPS, RAY_LOG_MAX_BYTES, bound_ray_logs
 
     monkeypatch.delenv("RAY_ROTATION_MAX_BYTES", raising=False)
     monkeypatch.setenv("RAY_ROTATION_BACKUP_COUNT", "9")

@@ -56,7 +56,7 @@ def test_a_busy_metrics_port_falls_back_to_one_ray_picks():
     # Ray would time its node out after ~35 s with no word about the port (measured with Ray 2.60).
     import socket
 
-    from actors.launch import metrics_port
+    from actors.runtime import metrics_port
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from actors.launch import LeagueRun, load
+from actors.launch import load
+from actors.league_run import LeagueRun
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 PORT = 8013
