@@ -42,7 +42,8 @@ from urllib.parse import quote
 
 import numpy as np
 
-from league.messages import ResultBatch
+from league.messages import EpisodeGroups, ResultBatch
+from policies.rollout import Rollout
 
 
 def node_run_dir(storage: str | os.PathLike) -> Path:
@@ -164,9 +165,6 @@ class Outbox:
     def pending_delivery(self):
         """The staged message as ``(ResultBatch, Rollout | None, EpisodeGroups | None)`` under its original
         seq (a plain result batch comes with two Nones), or None when nothing is staged."""
-        from league.messages import EpisodeGroups
-        from policies.rollout import Rollout
-
         pending = self.pending()
         if pending is None:
             return None

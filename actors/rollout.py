@@ -64,6 +64,7 @@ class RolloutWorkerImpl:
         self.stage = self.wanted_stage = len(cfg.game.curriculum)
         games = self._games(self.stage)
         if opponents is None and served:
+            # ray.serve and its web stack load only in workers whose opponents are served
             from serve.opponents import ServedOpponents
 
             opponents = ServedOpponents()

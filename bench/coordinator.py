@@ -24,7 +24,7 @@ waited for a CPU. CPU is read on the coordinator's node: ``client_cores`` counts
 
 ``--set KEY=VALUE`` adds config overrides (e.g. ``--set league.match_plan_seconds=5``).
 
-On a 2-core machine a Ray actor process costs ~100 MB and ~1 s of CPU to start, so at most
+A Ray actor process costs memory and a start-up's CPU time, so at most
 ``--max-actors`` client processes are started; more clients than that run as concurrent loops
 inside them (256 clients: 64 processes x 4 loops; the coordinator sees as many concurrent callers).
 """
@@ -42,14 +42,24 @@ import time
 from pathlib import Path
 
 import numpy as np
+import ray
+
+from actors.coordinator import LeagueCoordinator
+from actors.placement import coordinator_options
+from league.config import ConfigError, load_config
+from league.league import League
+from league.matchmaking import MatchSampler
+from league.messages import ResultColumns
+from league.seeds import generator
+from league.store import LeagueStore
+from policies.net import ActorCritic, PolicySpec
+from policies.snapshot import policy_to_bytes
 
 POOL = 1000
 OVERRIDES: list[str] = []  # --set key=value: config overrides on top of the bench's own
 
 
 def bench_config(storage: str):
-    from league.config import load_config
-
     # No periodic Nash re-solve of the 1000x1000 meta-game during the measure: this measures the
     # request path. (A solve runs in a thread of the coordinator; its cost is bench.nash's subject.)
     return load_config(None, [f"run.storage={storage}", "league.nash_every_seconds=3600",
@@ -58,11 +68,6 @@ def bench_config(storage: str):
 
 def seed_pool(storage: str) -> list[str]:
     """A store holding POOL frozen agents (tiny policies) and the default league's learners."""
-    from league.league import League
-    from league.store import LeagueStore
-    from policies.net import ActorCritic, PolicySpec
-    from policies.snapshot import policy_to_bytes
-
     cfg = bench_config(storage)
     blob = policy_to_bytes(ActorCritic(PolicySpec(obs_size=11, num_actions=2, hidden=(8,))))
     with LeagueStore(storage) as store:
@@ -86,8 +91,6 @@ class Report:
     games, opponents coded by the worker's own name table."""
 
     def __init__(self):
-        from league.messages import ResultColumns
-
         self.columns = ResultColumns()
         self.names: dict[str, int] = {}
 
@@ -167,10 +170,6 @@ def summary(results: int, seconds: float, latencies_s: list[float], report_s: li
 
 def inprocess(storage: str, seconds: float, matches: int, batch_games: int) -> dict:
     """The product's path with no Ray: draw from the league's plan, report per-pair batches."""
-    from league.league import League
-    from league.matchmaking import MatchSampler
-    from league.store import LeagueStore
-
     cfg = bench_config(storage)
     rng = np.random.default_rng(0)
     with LeagueStore(storage) as store:
@@ -205,8 +204,6 @@ def inprocess(storage: str, seconds: float, matches: int, batch_games: int) -> d
 
 
 def make_client():
-    import ray
-
     @ray.remote(num_cpus=0)
     class Client:
         """Simulated rollout workers on the product's path: matches drawn from the coordinator's
@@ -227,9 +224,6 @@ def make_client():
                 sampler.update(plan)
 
         async def _loop(self, source: str, k: int, until: float, out: dict, share: bool) -> None:
-            from league.matchmaking import MatchSampler
-            from league.seeds import generator
-
             rng = generator(0, "bench", source)
             lid = self.learners[k % len(self.learners)]
             sampler = MatchSampler(lid, generator(0, "bench", source, "matches"), self.refresh_seconds)
@@ -274,8 +268,6 @@ def make_client():
 def ping_coordinator(coordinator, start_at: float, seconds: float, every: float = 0.02) -> list[float]:
     """Round trips of the coordinator's cheapest call (``ping``) from the driver every ``every`` s
     during the measure: how long any request waits for the coordinator's event loop under load."""
-    import ray
-
     time.sleep(max(0.0, start_at - time.time()))
     out = []
     while time.time() < start_at + seconds:
@@ -288,11 +280,6 @@ def ping_coordinator(coordinator, start_at: float, seconds: float, every: float 
 
 def with_ray(storage: str, counts: list[int], seconds: float, matches: int, batch_games: int, max_actors: int,
              address: str | None = None) -> dict:
-    import ray
-
-    from actors.coordinator import LeagueCoordinator
-    from actors.placement import coordinator_options
-
     if address:  # a running cluster: the coordinator on this (the storage's) node, clients spread
         ray.init(address=address, log_to_driver=False, namespace="bench")
     else:
@@ -305,7 +292,7 @@ def with_ray(storage: str, counts: list[int], seconds: float, matches: int, batc
         learners = list(ray.get(coordinator.status.remote())["learners"])
         Client = make_client()
         coordinator_pid = ray.get(coordinator.__ray_call__.remote(lambda self: os.getpid()))
-        clients: list = []  # started once, reused by every count (a process costs ~1 s of CPU to start)
+        clients: list = []  # started once, reused by every count (a process is costly to start)
         out = {}
         for n in counts:
             actors = min(n, max_actors)
@@ -363,8 +350,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="a config override, e.g. league.match_plan_seconds=5 (repeatable)")
     args = parser.parse_args(argv)
     OVERRIDES[:] = args.set
-    from league.config import ConfigError
-
     try:
         cfg = bench_config(".")
     except ConfigError as exc:  # a bad --set: one line naming the key, before anything starts

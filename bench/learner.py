@@ -3,11 +3,10 @@
     python -m bench.learner [--config configs/connect_four.yaml] [--device cpu|cuda]
         [--minibatch N ...] [--updates 5] [--set KEY=VALUE ...]
 
-A league whose workers wait on their learner (backpressure) runs at the learner's pace: on the
-2-core machine the learner takes 0.69 of a core, on 16 cores with a GPU one full core while the
-GPU idles (docs/results.md, "Where the league's CPU goes"). This bench times what a learner does
-per update, on the config's network, PPO and ``rollout.steps_per_batch``, with real positions of
-the config's game (random play) cut into the pieces one worker sends:
+A league whose workers wait on their learner (backpressure) runs at the learner's pace, and a
+learner is bound by its process's CPU, with or without a GPU (docs/results.md). This bench times
+what a learner does per update, on the config's network, PPO and ``rollout.steps_per_batch``, with
+real positions of the config's game (random play) cut into the pieces one worker sends:
 
 - ``concat``: ``Rollout.concat`` of the pieces buffered for one update;
 - ``update``: ``ppo_update`` on ``--device`` (GAE, then ``ppo.epochs`` passes of minibatches);

@@ -16,8 +16,8 @@ and a worst-case dense random antisymmetric game -- it times, in one process:
 and prints one JSON line at the end with the figures and their ratios.
 
 BLAS threads: Ray runs actors (the coordinator solves there) with
-``OMP_NUM_THREADS=1``, and on a busy 2-core machine multi-threaded OpenBLAS
-thrashes (we measured 10x slowdowns), so this sets one thread unless
+``OMP_NUM_THREADS=1``, and on a busy machine with few cores multi-threaded
+OpenBLAS thrashes, so this sets one thread unless
 ``OPENBLAS_NUM_THREADS`` is already set.
 """
 
@@ -108,7 +108,7 @@ def timed(fn, *args, repeat: int = 1):
     """Best wall time, the CPU time of that run, and the result.
 
     CPU time (one BLAS thread) is what the solve costs; wall time also counts
-    waiting for a core, which on a shared 2-core machine can triple it.
+    waiting for a core, which on a shared machine with few cores can be most of it.
     """
     best, out = (math.inf, math.inf), None
     for _ in range(repeat):

@@ -28,6 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
+from actors.launch import load
+from envs import game_info
+from policies.net import ActorCritic, PolicySpec
+from policies.snapshot import policy_from_bytes, policy_to_bytes
+from serve.batching import run_grouped
+
+# set before the functions below import Ray and Serve (``actors.league_run`` too), which read them then
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
 os.environ.setdefault("RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP", "1")  # this driver calls handles synchronously
@@ -35,9 +42,6 @@ os.environ.setdefault("RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP", "1")  # this driv
 
 def seeded_pool(folder: Path, n: int, obs_size: int, num_actions: int) -> list[str]:
     import torch
-
-    from policies.net import ActorCritic, PolicySpec
-    from policies.snapshot import policy_to_bytes
 
     paths = []
     for i in range(n):
@@ -52,7 +56,7 @@ def rollout_rate(mode: str, seconds: float, storage: Path, seeds: list[str], gam
                  overrides: list[str]) -> float:
     import ray
 
-    from actors.launch import LeagueRun, load
+    from actors.league_run import LeagueRun  # imports Ray and Serve: after the settings above
 
     cfg, info = load(["--config", "configs/smoke.yaml", f"game.name={game}", f"run.storage={storage}",
                       "roles.main_exploiter.count=0", "roles.league_exploiter.count=0",
@@ -77,9 +81,6 @@ def rollout_rate(mode: str, seconds: float, storage: Path, seeds: list[str], gam
 def inference_rates(obs_size: int, num_actions: int, seed_path: str, batch_sizes, calls: int = 200) -> dict:
     """obs/s for one frozen policy: Serve deployment vs in-process, same policy."""
     from ray import serve
-
-    from policies.snapshot import policy_from_bytes
-    from serve.batching import run_grouped
 
     model = policy_from_bytes(Path(seed_path).read_bytes())
 
@@ -183,8 +184,7 @@ def api_latency(port: int, storage: Path, seeds: list[str], game: str, clients: 
     import ray
     import requests
 
-    from actors.launch import LeagueRun, load
-    from envs import game_info
+    from actors.league_run import LeagueRun  # imports Ray and Serve: after the settings above
 
     obs_size = game_info(game).obs_size
     cfg, info = load(["--config", "configs/smoke.yaml", f"game.name={game}", f"run.storage={storage}",
@@ -236,8 +236,6 @@ def main(argv=None) -> int:
                         help="config override for both rollout runs (e.g. rollout.lanes=3)")
     args = parser.parse_args(argv)
     import ray
-
-    from envs import game_info
 
     info = game_info(args.game)
     ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=16, include_dashboard=False, log_to_driver=False, namespace="bench-serve")

@@ -15,9 +15,9 @@ measured side by side, each ``--seconds`` per round, rounds interleaved:
   (``rollout.episodes_per_opponent``; 1 is one draw per episode).
 
 The weights are the games per opponent of a real run's last ``--batches`` worker result batches
-with ``--storage`` (its learner's own id is the live share), or else a shape like Connect Four's
-main agent at 15 minutes (docs/results.md): 36% live; of the frozen games, the newest snapshots
-most (halving about every snapshot back) and the rest of the pool a tail of about 40%.
+with ``--storage`` (its learner's own id is the live share), or else a fixed shape modelled on a
+Connect Four main agent's (``synthetic_weights``, docs/results.md): a live share, and frozen games
+falling off from the newest snapshot back, down to a floor that every older snapshot keeps.
 
 Prints one JSON line per setting: env steps/s (median over rounds), its ratio to self-play's, and
 the distinct frozen opponents per vector step (mean), whose forward passes are most of the gap.

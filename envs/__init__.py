@@ -31,8 +31,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from envs.base import NO_ACTION, SideBatch, StepResult, VectorGame, outcome_from_returns
+from envs.custom import is_custom_game, make_custom_game
 from envs.matrix import ALIASES, KNOWN_GAMES, MatrixGame, MatrixNash
+from envs.pettingzoo import PettingZooGame, is_shipped, pettingzoo_info
+from envs.teams import ParallelTeamGame, TeamError, is_parallel_game, team_info
 
 __all__ = [
     "NO_ACTION",
@@ -66,9 +71,6 @@ def is_matrix_game(name: str) -> bool:
 def is_openspiel_game(name: str) -> bool:
     """Whether ``make_game`` builds ``name`` from OpenSpiel: any name that is not a matrix,
     PettingZoo, team or module-path game (it may still not be a registered OpenSpiel game)."""
-    from envs.custom import is_custom_game
-    from envs.teams import is_parallel_game
-
     return not (is_matrix_game(name) or name.startswith("pettingzoo:") or is_parallel_game(name)
                 or is_custom_game(name))
 
@@ -76,22 +78,15 @@ def is_openspiel_game(name: str) -> bool:
 def is_user_game(name: str) -> bool:
     """A game brought by module path (``module:factory``, or a PettingZoo environment PettingZoo does
     not ship); ValueError when the name cannot be resolved."""
-    from envs.custom import is_custom_game
-    from envs.teams import is_parallel_game
-
     if is_custom_game(name) or is_parallel_game(name):
         return True
     if isinstance(name, str) and name.startswith("pettingzoo:"):
-        from envs.pettingzoo import is_shipped
-
         return not is_shipped(name)
     return False
 
 
 def _no_teams(name: str, teams) -> None:
     if teams:
-        from envs.teams import TeamError
-
         raise TeamError("game.teams", f"{name} is a game of two single agents; only pettingzoo-parallel games "
                                       "have teams")
 
@@ -103,11 +98,7 @@ def make_game(name: str, num_envs: int, seed: int | None = None, teams: dict | N
     two-player zero-sum (``envs.teams.TeamError`` on bad ``teams``)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"game name must be a non-empty string, got {name!r}")
-    from envs.teams import is_parallel_game
-
     if is_parallel_game(name):
-        from envs.teams import ParallelTeamGame
-
         return ParallelTeamGame(name, num_envs, teams=teams, params=params or None, seed=seed)
     _no_teams(name, teams)
     if name == "matrix":
@@ -121,13 +112,9 @@ def make_game(name: str, num_envs: int, seed: int | None = None, teams: dict | N
         if params:
             raise ValueError(f"matrix game {name!r} takes no parameters, got {sorted(params)}")
         return MatrixGame.known(name, num_envs, seed=seed)
-    from envs.custom import is_custom_game, make_custom_game
-
     if is_custom_game(name):
         return make_custom_game(name, num_envs, seed=seed, **params)
     if name.startswith("pettingzoo:"):
-        from envs.pettingzoo import PettingZooGame  # pettingzoo import only when needed
-
         return PettingZooGame(name, num_envs, params=params or None, seed=seed)
     from envs.openspiel import OpenSpielGame  # pyspiel import only when needed
 
@@ -137,19 +124,13 @@ def make_game(name: str, num_envs: int, seed: int | None = None, teams: dict | N
 def game_info(name: str, teams: dict | None = None, **params) -> GameInfo:
     """``(obs_size, num_actions, supports_exact, obs_shape, channels_last, team_size)`` of a game,
     cheaply (no environments built)."""
-    from envs.teams import is_parallel_game
-
     if is_parallel_game(name):
-        from envs.teams import team_info
-
         size, actions, shape, channels_last, team_size = team_info(name, teams, **params)
         return GameInfo(size, actions, obs_shape=shape, channels_last=channels_last, team_size=team_size)
     _no_teams(name, teams)
     if name == "matrix":
         if "payoff" not in params:
             raise ValueError('game "matrix" needs a payoff=[[...], ...] parameter')
-        import numpy as np
-
         shape = np.asarray(params["payoff"], dtype=float).shape
         if len(shape) != 2:
             raise ValueError(f"payoff must be a 2-D matrix, got shape {shape}")
@@ -159,17 +140,14 @@ def game_info(name: str, teams: dict | None = None, **params) -> GameInfo:
         payoff, _ = KNOWN_GAMES[ALIASES.get(name, name)]
         return GameInfo(obs_size=2, num_actions=max(len(payoff), len(payoff[0])),
                         supports_exact=MatrixGame.supports_exact, obs_shape=(2,))
-    from envs.custom import is_custom_game, make_custom_game
-
     if is_custom_game(name):
         game = make_custom_game(name, 1, seed=0, **params)
         return GameInfo(obs_size=int(game.obs_size), num_actions=int(game.num_actions), supports_exact=False,
                         obs_shape=tuple(int(d) for d in game.obs_shape), channels_last=bool(game.channels_last))
     if name.startswith("pettingzoo:"):
-        from envs.pettingzoo import pettingzoo_info
-
         size, actions, shape, channels_last = pettingzoo_info(name, **params)
         return GameInfo(size, actions, obs_shape=shape, channels_last=channels_last)
+    # pyspiel is imported only when an OpenSpiel game is asked for
     from envs.openspiel import load_two_player_zero_sum, state_tensor_shape, supports_exact, uses_information_state
 
     game = load_two_player_zero_sum(name, params or None)

@@ -16,6 +16,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from envs import make_game
 from envs.base import NO_ACTION
 
 
@@ -37,8 +38,6 @@ class SingleSeatEnv(gymnasium.Env):
 
     def __init__(self, game_name: str, opponent: Callable | None = None, seat: int | None = 0,
                  seed: int | None = None, **params):
-        from envs import make_game
-
         if seat not in (0, 1, None):
             raise ValueError(f"seat must be 0, 1 or None, got {seat!r}")
         self.game = make_game(game_name, 1, seed=seed, **params)

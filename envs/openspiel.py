@@ -109,7 +109,7 @@ def state_tensor_shape(game: pyspiel.Game, size: int) -> tuple[int, ...]:
 
 def _make_observer(game: pyspiel.Game):
     """OpenSpiel observer writing the same tensor as :func:`state_tensor` into a
-    reusable buffer (about 2-6x cheaper per call than building a list), or None."""
+    reusable buffer (cheaper per call than building a list), or None."""
     try:
         from open_spiel.python.observation import make_observation
 

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from envs.base import NO_ACTION, StepResult, VectorGame
+from envs.custom import import_attribute
 
 PREFIX = "pettingzoo:"
 
@@ -57,8 +58,6 @@ def _constructor(name: str):
     if not module_name:
         raise ValueError(f"game {name!r}: name a PettingZoo environment after {PREFIX!r}, e.g. pettingzoo:texas_holdem_v4")
     if ":" in module_name:  # module:factory, the factory named
-        from envs.custom import import_attribute
-
         try:
             make = import_attribute(module_name, "PettingZoo environment")
         except ValueError as exc:

@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from envs.base import NO_ACTION, SideBatch, StepResult, VectorGame, outcome_from_returns
+from envs.custom import import_attribute
 
 PREFIX = "pettingzoo-parallel:"
 SCORES = ("sum", "survivors")
@@ -79,8 +80,6 @@ def env_seed(seed: int, e: int) -> int:
 
 
 def _factory(name: str):
-    from envs.custom import import_attribute
-
     spec = name[len(PREFIX):]
     try:
         return import_attribute(spec, "PettingZoo parallel environment")

@@ -32,6 +32,9 @@ from pathlib import Path
 import numpy as np
 
 from evaluation.compare import wait_or_stop
+from league.diversity import DiversityTracker, diversity_score
+from league.store import LeagueStore
+from policies.snapshot import policy_from_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "configs/dominant.yaml"
@@ -45,10 +48,6 @@ def policy_probs(model, seat: int, num_actions: int) -> np.ndarray:
 
 def measure(storage: Path, payoff: np.ndarray) -> dict:
     """Diversity, Nash support and exact NashConv of a finished league's store."""
-    from league.diversity import DiversityTracker, diversity_score
-    from league.store import LeagueStore
-    from policies.snapshot import policy_from_bytes
-
     n = payoff.shape[0]
     with LeagueStore(storage, create=False) as store:
         tracker = DiversityTracker()

@@ -34,6 +34,10 @@ import json
 import sys
 import time
 
+from envs import make_game
+
+# policies/ and evaluation/ (torch, pyspiel) are imported in the functions that train and score, after
+# the arguments are checked: a bad argument is refused at once, without loading torch
 BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
 CRITICS = ("shared", "separate", "central")
 SCRIPTED = "evaluation.scripted:attack_nearest"
@@ -123,7 +127,7 @@ def main(argv=None) -> int:
     import numpy as np
     import torch
 
-    from envs import make_game
+    from evaluation.anchors import _protocol_anchor, parse_anchor, score_against
     from policies.net import ActorCritic, PolicySpec
     from policies.ppo import PPOConfig, make_optimizer, ppo_update
     from policies.rollout import EpisodeMixture, collect_rollout
@@ -144,8 +148,6 @@ def main(argv=None) -> int:
     if args.opponent == "uniform":
         opponent = EpisodeMixture([None], [1.0], rng)
     else:
-        from evaluation.anchors import _protocol_anchor, parse_anchor
-
         bot = _protocol_anchor(parse_anchor(SCRIPTED), plain, rng)
         opponent = lambda obs, mask: bot(obs[:, :plain.obs_size], mask)  # noqa: E731 (the game's own rows)
     start, updates, decisions = time.time(), 0, 0
@@ -163,8 +165,6 @@ def main(argv=None) -> int:
                               "reward_per_trajectory": round(float(rollout.rewards.sum()) / max(rollout.num_episodes, 1), 3),
                               "entropy": round(float(stats["entropy"]), 3), "critic": args.critic}), flush=True)
     if args.eval_games:
-        from evaluation.anchors import score_against
-
         kwargs = {"map_size": args.map_size, **args.params, "teams": teams}
         scores = {a: score_against(BATTLE, kwargs, [policy], [1.0], a, args.eval_games, args.seed)
                   for a in ("uniform", SCRIPTED)}

@@ -42,6 +42,11 @@ from typing import Any
 
 import numpy as np
 
+from actors.launch import load
+from actors.outbox import ledgers
+from league.store import LeagueStore
+from policies.snapshot import policy_from_bytes
+
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("coordinator", "learner", "worker", "evaluator", "replica")
 RECOVERY_TIMEOUT_S = 180.0
@@ -67,7 +72,7 @@ def _replica(serve_app: str = "opponents"):
 
 
 class Chaos:
-    """Kills actors of a running ``actors.launch.LeagueRun`` and measures recoveries."""
+    """Kills actors of a running ``actors.league_run.LeagueRun`` and measures recoveries."""
 
     def __init__(self, league, storage: str, rng: np.random.Generator):
         self.league, self.storage, self.rng = league, storage, rng
@@ -77,8 +82,6 @@ class Chaos:
         self.last_kill = 0.0
 
     def worker_acked(self) -> dict[str, int]:
-        from actors.outbox import ledgers
-
         return {l["source"]: int(l["items"]) for l in ledgers(self.storage) if l["source"].startswith("worker:")}
 
     def kill(self, kind: str) -> tuple[str, Any]:
@@ -146,10 +149,6 @@ class Chaos:
 
 def accounting(storage: str, since: float = 0.0) -> dict[str, Any]:
     """Acknowledged (senders' ledgers) against stored (the league's SQLite file)."""
-    from actors.outbox import ledgers
-    from league.store import LeagueStore
-    from policies.snapshot import policy_from_bytes
-
     books = ledgers(storage)
     results_acked = sum(int(l["items"]) for l in books if not l["source"].startswith("learner:"))
     acked_ids = [i for l in books if l["source"].startswith("learner:") for i in l["ids"]]
@@ -183,7 +182,7 @@ def run_chaos(minutes: float = 5.0, storage: str | None = None, seed: int = 0, s
 
     ``schedule``: kill these kinds in this order (then stop) instead of random kinds
     for ``minutes``."""
-    from actors.launch import LeagueRun, load
+    from actors.league_run import LeagueRun  # imports Ray's Serve: after main sets its environment
 
     storage = storage or tempfile.mkdtemp(prefix="chaos-")
     cfg, info = load(["--config", str(ROOT / config) if not Path(config).is_absolute() else config,

@@ -511,10 +511,7 @@ def stacked_mlp(model: PolicyNet) -> bool:
 
 # Above this many weights a policy's layers are not worth stacking: a stacked pass copies every
 # policy's weights into one tensor per call, which for all but the smallest MLPs costs more than
-# a lean pass per policy (`python -m bench.nets --stacked`, one thread, 2026-11-25: one pass each
-# took 0.37-0.83x the stacked time for Connect Four's [256, 256] and 0.66-0.93x for Leduc's
-# [128, 128] at 8-100 policies of 3-128 rows; Kuhn's and Leduc's [64, 64], 5-6k weights, were
-# even, 0.84-1.12x).
+# a lean pass per policy (`python -m bench.nets --stacked` compares the two; docs/results.md).
 STACK_MAX_WEIGHTS = 8192
 
 

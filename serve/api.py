@@ -20,8 +20,8 @@ with ``{"error": "..."}``; the API and the league keep running.
 
 The API is served by its own process, not through Ray Serve's HTTP proxy: an ``ApiServer``
 actor on the head node runs uvicorn on ``serve.host:serve.port`` (127.0.0.1:8000 by default)
-with the FastAPI app of one ``LeagueAPI``. The proxy's extra hop and body streaming cost
-9 of the 13 ms of a one-client ``/nash/act``; this process answers it in 2 (docs/serve.md, "Latency").
+with the FastAPI app of one ``LeagueAPI``, which spares each request the proxy's extra hop and
+body streaming, most of a one-client ``/nash/act``'s time through the proxy (docs/serve.md, "Latency").
 """
 
 # No `from __future__ import annotations`: FastAPI reads the endpoint annotations at runtime.
@@ -44,6 +44,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from evaluation.search import PUCT
 from league.messages import NashMixture
 from monitoring.metrics import LeagueMetrics
 from policies.snapshot import SnapshotCache
@@ -254,8 +255,6 @@ class LeagueAPI:
 
         searcher = None
         if self.search is not None:
-            from evaluation.search import PUCT
-
             def searcher(state, rng):
                 return PUCT(table.game, model, self.search, rng).step(state)
 

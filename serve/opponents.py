@@ -5,7 +5,7 @@ One deployment holds every frozen snapshot by id (a ``SnapshotCache`` bounded by
 snapshots need no redeploy), batches requests across rollout workers with
 ``@serve.batch`` and runs one forward pass per snapshot id per batch
 (``serve.batching.run_grouped``), all ids stacked into one pass. A request carries a whole vector of
-observations for one snapshot: single-observation calls are ~100x slower
+observations for one snapshot, as single-observation calls are far slower
 (docs/serve.md).
 
 Settings that matter on small machines:

@@ -36,7 +36,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from envs import is_matrix_game, make_game
 from envs.base import NO_ACTION
+from envs.pettingzoo import is_pettingzoo_game
 
 _ENV = np.zeros(1, dtype=np.int64)  # a VectorGame session's one environment, for observe()
 
@@ -74,8 +76,6 @@ class PlaySession:
 
 def playable(game_name: str, params: dict | None = None) -> bool:
     """Whether a game can be played here: any game ``envs.make_game`` builds (every game the league runs)."""
-    from envs import make_game
-
     try:
         make_game(game_name, 1, seed=0, **dict(params or {}))
     except (ValueError, TypeError):
@@ -86,11 +86,9 @@ def playable(game_name: str, params: dict | None = None) -> bool:
 def _sequential_openspiel(game_name: str, params: dict | None):
     """The OpenSpiel game, when ``game_name`` is a sequential one (played on its own states), else None
     (any other game ``envs.make_game`` builds: matrix, PettingZoo, a user's ``VectorGame``)."""
-    from envs import is_matrix_game
-    from envs.pettingzoo import is_pettingzoo_game
-
     if is_matrix_game(game_name) or is_pettingzoo_game(game_name):
         return None
+    # pyspiel only for a game that may be OpenSpiel's, as in envs.make_game
     import pyspiel
 
     from envs.openspiel import load_two_player_zero_sum
@@ -107,15 +105,14 @@ class PlayTable:
 
     def __init__(self, game_name: str, params: dict | None = None, max_sessions: int = 256, ttl_s: float = 600.0,
                  clock: Callable[[], float] = time.monotonic):
-        from envs import make_game
-        from envs.openspiel import state_tensor
-
         if max_sessions < 1 or ttl_s <= 0:
             raise ValueError("max_sessions must be >= 1 and ttl_s > 0")
         self.name = game_name.split("(")[0]
         self.game_name, self.params = game_name, dict(params or {})
         self.game = _sequential_openspiel(game_name, params)  # None: sessions hold a VectorGame
         if self.game is not None:
+            from envs.openspiel import state_tensor  # pyspiel: an OpenSpiel game only
+
             self.tensor = state_tensor(self.game)
         else:
             make_game(game_name, 1, seed=0, **self.params)  # a ValueError now, not at the first game
@@ -148,8 +145,6 @@ class PlayTable:
         if self.game is not None:
             state = self.game.new_initial_state()
         else:
-            from envs import make_game
-
             state = make_game(self.game_name, 1, seed=int(rng.integers(2**63)), **self.params)
         session = PlaySession(sid, state, seat, agent_id, agent, rng, self.clock(),
                               search=search if self.game is not None else None)
@@ -234,7 +229,7 @@ class PlayTable:
                     return
                 self._step(s, None)
             return
-        from envs.openspiel import sample_chance
+        from envs.openspiel import sample_chance  # pyspiel: an OpenSpiel game only (self.game is one)
 
         while not s.state.is_terminal():
             if s.state.is_chance_node():
