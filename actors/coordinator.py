@@ -22,6 +22,7 @@ import numpy as np
 import ray
 
 from actors import heap
+from league import retention
 from league.backup import state_digest
 from league.config import Config
 from league.league import League
@@ -114,7 +115,8 @@ class LeagueCoordinatorImpl:
         self._export_quality()
 
     def _seed_pool(self, paths: list[str]) -> None:
-        from policies.snapshot import policy_from_bytes  # validates the file before it enters the pool
+        # validates the file before it enters the pool; torch only in a coordinator given seed snapshots
+        from policies.snapshot import policy_from_bytes
 
         for i, path in enumerate(paths):
             with open(path, "rb") as f:
@@ -145,8 +147,6 @@ class LeagueCoordinatorImpl:
     async def _retention_loop(self) -> None:
         """Keep the store bounded (``league.retention``): compact the result batches the payoff
         checkpoint includes and prune history older than ``league.history_retention_hours``."""
-        from league.retention import apply
-
         while not self._stopped:
             await asyncio.sleep(self.cfg.league.compact_every_seconds)
             if self._disk_full:
@@ -154,7 +154,7 @@ class LeagueCoordinatorImpl:
             try:
                 async with self._store_order:
                     done = await asyncio.get_running_loop().run_in_executor(
-                        self._writer, lambda: apply(self.store, self.cfg.league.history_retention_hours,
+                        self._writer, lambda: retention.apply(self.store, self.cfg.league.history_retention_hours,
                                                     self.cfg.league.snapshot_archive,
                                                     self.cfg.league.history_thin_seconds))
                 if done["compacted"]["batches"] or any(done["pruned"].values()) or any(done["thinned"].values()):
@@ -400,10 +400,8 @@ class LeagueCoordinatorImpl:
                     self._rebuild()  # the snapshot may be stored (a repeat then finds it) or not at all
         self._wake_plans()
         if self.cfg.league.snapshot_archive:
-            from league.retention import archive_blob
-
             try:
-                archive_blob(self.cfg.league.snapshot_archive, record.agent_id, blob)
+                retention.archive_blob(self.cfg.league.snapshot_archive, record.agent_id, blob)
             except OSError as exc:  # the archive is a copy: its failure must not fail the snapshot
                 log.error("archiving snapshot %s to %s failed: %s", record.agent_id, self.cfg.league.snapshot_archive,
                           exc)

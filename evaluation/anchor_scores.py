@@ -61,8 +61,15 @@ import dataclasses
 import json
 import sys
 import time
+from pathlib import Path
 
+import torch
+
+from evaluation.anchors import parse_anchor, score_against
+from evaluation.compare import head_to_head
+from evaluation.search import SearchSpec
 from evaluation.stored_run import StoredRun, stored_game
+from league.config import ConfigError, load_config
 from league.errors import ArgumentParser, UsageError, fail
 
 DEFAULT_ANCHORS = "uniform,mcts:10,mcts:100,mcts:1000"
@@ -77,8 +84,6 @@ def _stored_mixture(run_dir: str, agent: str | None = None):
 
 def score_mixture(game: str, params: dict, models, weights, anchors: list[str], games: int, seed: int,
                   search=None) -> dict:
-    from evaluation.anchors import score_against
-
     return {a: {k: v for k, v in score_against(game, params, models, weights, a, games, seed, search).items()
                 if k != "anchor"} for a in anchors}
 
@@ -87,10 +92,6 @@ def _versus(run_dir: str, other: str, game: str, params: dict, games: int, seed:
             agent: str | None = None) -> dict:
     """``run_dir``'s mixture against ``other``'s, head to head; both runs must be of one game.
     ``agent``: that snapshot of each run instead of its mixture."""
-    from pathlib import Path
-
-    from evaluation.compare import head_to_head
-
     other_game, other_params = stored_game(other, "--versus")  # head_to_head loads what it plays
     if (other_game, other_params) != (game, params):
         raise UsageError(f"--versus {other}", f"a run of {other_game} {other_params}, not of {game} {params}")
@@ -128,8 +129,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.cfg = None
     if args.config:
-        from league.config import ConfigError, load_config
-
         try:
             args.cfg = load_config(args.config)
         except ConfigError as exc:
@@ -157,15 +156,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.cfg is not None and args.cfg.search.simulations and not args.search:
         args.search_spec = args.cfg.search  # the judge's third subject: its cost is part of a round
     if args.search:
-        from evaluation.search import SearchSpec
-
         try:
             args.search_spec = SearchSpec(simulations=args.search, c_puct=args.c_puct,
                                           rollout_weight=args.rollout_weight, prior_temperature=args.prior_temperature)
         except ValueError as exc:
             parser.error(f"--search: {exc}")
-    from evaluation.anchors import parse_anchor
-
     args.anchors = [a.strip() for a in args.anchors.split(",") if a.strip()]
     try:
         for a in args.anchors:
@@ -177,12 +172,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    import torch
-
     torch.set_num_threads(1)
     targets = [None] if args.uniform else args.storage
-    import evaluation.anchors  # noqa: F401 (imported before the clock starts)
-
     for run_dir in targets:
         t0, cpu0 = time.perf_counter(), time.process_time()
         try:

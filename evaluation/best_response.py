@@ -46,6 +46,8 @@ import numpy as np
 import torch
 
 from envs import MatrixGame, make_game
+from evaluation.exploitability import (_table, info_states, nash_conv_of_mixture, policy_table, returns_from_reach,
+                                      table_reach)
 from evaluation.stored_run import StoredRun
 from league.errors import ArgumentParser, UsageError, fail
 from policies.net import ActorCritic, PolicySpec
@@ -143,8 +145,6 @@ def evaluate(game, model, target, episodes: int, rng: np.random.Generator,
 def greedy_table(game_name: str, model) -> np.ndarray:
     """Probability table (``evaluation.exploitability`` order) of ``model``'s
     most probable legal action at every information state."""
-    from evaluation.exploitability import info_states, policy_table
-
     states = info_states(game_name)
     probs = np.where(states.mask, policy_table(game_name, model), -1.0)
     table = np.zeros_like(probs)
@@ -155,14 +155,6 @@ def greedy_table(game_name: str, model) -> np.ndarray:
 def exact_values(game_name: str, members, weights, model, greedy: bool) -> dict:
     """Exact best-response value of the mixture and exact return of ``model``
     against it (both averaged over the two seats)."""
-    from evaluation.exploitability import (
-        _table,
-        nash_conv_of_mixture,
-        policy_table,
-        returns_from_reach,
-        table_reach,
-    )
-
     w = np.asarray(weights, dtype=np.float64)
     w = w / w.sum()
     tables = np.stack([_table(game_name, m) for m in members])

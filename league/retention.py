@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from league.store import LeagueStore, StoreError
+from league.store import LeagueStore, StoreError, db_path
 
 
 # the result batches a payoff/Elo checkpoint includes (``id <= tables_through``), except each
@@ -143,8 +143,6 @@ def archive_snapshots(store: LeagueStore, folder: str | os.PathLike) -> int:
 def table_bytes(storage: str | os.PathLike) -> dict[str, int]:
     """Bytes per table and index of a store (SQLite's ``dbstat``), largest first; {} where this
     SQLite was built without it."""
-    from league.store import db_path
-
     db = sqlite3.connect(f"file:{db_path(storage)}?mode=ro", uri=True)
     try:
         rows = db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").fetchall()

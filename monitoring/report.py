@@ -49,6 +49,7 @@ import numpy as np
 
 from evaluation.stored_run import StoredRun, load_nash_mixture
 from league import measures
+from league.anchors import SUBJECTS, elo_kind, score_kind
 from league.config import ROLE_CONFIGS
 from league.errors import ArgumentParser, UsageError, fail
 
@@ -560,8 +561,6 @@ def fig_objective(data: ReportData):
 
 def anchor_scores(data: ReportData) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """Scores against the anchors over time: ``{subject: {anchor: [measurement, ...]}}``."""
-    from league.anchors import SUBJECTS, score_kind
-
     out: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for subject in SUBJECTS:
         prefix = score_kind(subject, "")
@@ -573,8 +572,6 @@ def anchor_scores(data: ReportData) -> dict[str, dict[str, list[dict[str, Any]]]
 
 def anchor_elos(data: ReportData) -> dict[str, list[dict[str, Any]]]:
     """Anchored Elo over time: ``{subject: [measurement, ...]}``."""
-    from league.anchors import SUBJECTS, elo_kind
-
     return {subject: data.anchors[elo_kind(subject)] for subject in SUBJECTS if data.anchors.get(elo_kind(subject))}
 
 

@@ -350,7 +350,8 @@ def test_a_sigkilled_launcher_resumes_exactly_and_ctrl_c_stops_it_cleanly(tmp_pa
         published, measured = store.latest_nash(), store.measurements("nash_conv")[-1]
         assert published["method"] == measured["method"] == "least_exploitable"
         assert store.measurements("meta_nash_conv"), "the meta-game Nash is measured beside what is published"
-    from evaluation.exploitability import load_nash_mixture, nash_conv_of_mixture
+    from evaluation.exploitability import nash_conv_of_mixture
+    from evaluation.stored_run import load_nash_mixture
 
     _, models, weights = load_nash_mixture(tmp_path)  # what the league published, as the CLI reads it
     assert nash_conv_of_mixture("kuhn_poker", models, weights)["nash_conv"] == pytest.approx(measured["value"], abs=1e-6)
