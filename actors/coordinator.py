@@ -32,7 +32,7 @@ from league.measures import (ANCHORS, ELO, META_NASH_CONV, NASH_CONV, PROBE_QUAL
 from league.messages import (Checkpoint, ExactScores, MatchAssignments, NashMixture, ProgressDecision, ResultBatch,
                              SnapshotReply)
 from league.store import LeagueStore
-from monitoring.metrics import LeagueMetrics
+from monitoring.metrics import HELD, LeagueMetrics
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class LeagueCoordinatorImpl:
         self.league = League(cfg, self.store)
         if self.league.pool_size() == 0:
             self._seed_pool(cfg.league.seed_snapshots)
-        self.metrics = LeagueMetrics()
+        self.metrics = LeagueMetrics(held=HELD)
         self._disk_full = False  # the store's last write failed for want of space (see _refuse)
         self._full_since = 0.0
         self._refused = 0

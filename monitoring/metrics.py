@@ -14,9 +14,9 @@ from functools import cached_property
 
 LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]
 BATCH_BUCKETS = [1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
-# Gauges that exist from the start, at these values, and keep their last value while the process
-# reports anything: states and counts a panel must show before their first event (a healthy
-# league's disk never fills). Ray exports a gauge only in the export interval after it was set, and
+# The coordinator's gauges that exist from the start, at these values, and keep their last value
+# while it reports anything: states and counts a panel must show before their first event (a
+# healthy league's disk never fills). Ray exports a gauge only in the export interval after it was set, and
 # its agent drops it two intervals later, so a held value is set again with the process's reports.
 HELD = {"store_disk_full": 0.0, "store_refused_writes": 0.0}
 HELD_RESEND_SECONDS = 1.0  # Ray's export interval is at least a second
@@ -24,11 +24,12 @@ HELD_RESEND_SECONDS = 1.0  # Ray's export interval is at least a second
 
 class LeagueMetrics:
     """Lazily created metric objects (they must be made inside the Ray process that reports). The
-    ``HELD`` gauges are set at their start values when the objects are made, and set again at most
-    every ``HELD_RESEND_SECONDS`` with any report."""
+    ``held`` gauges (the coordinator's ``HELD``; none elsewhere, so that only the process that owns
+    a state exports it) are set at their start values when the objects are made, and set again at
+    most every ``HELD_RESEND_SECONDS`` with any report."""
 
-    def __init__(self):
-        self.held = dict(HELD)  # the held gauges' last values
+    def __init__(self, held: dict[str, float] | None = None):
+        self.held = dict(held or {})  # the held gauges' last values
         self._held_sent = 0.0
 
     @cached_property
