@@ -8,10 +8,8 @@ league's networks (``cache_warning``)."""
 from __future__ import annotations
 
 import copy
-import json
 import math
 import os
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -26,7 +24,7 @@ from envs.teams import TeamError
 from evaluation.anchors import check_anchor
 from evaluation.search import check_searchable
 from league.config import Config, ConfigError, load_config, parse_override
-from league.store import db_path
+from league.store import recorded_game
 from policies.net import PolicyNetError, build_policy, policy_spec
 from policies.snapshot import snapshot_spec, weight_bytes
 
@@ -265,27 +263,6 @@ def load_checked(config: str | os.PathLike | Mapping[str, Any] | None = None, ov
         if blamed is None:
             raise
         raise blamed from None
-
-
-def recorded_game(storage: str | os.PathLike) -> str | None:
-    """The game of the league stored in ``storage`` (its meta ``game``), read read-only (SQLite
-    ``mode=ro``); None when there is no store there yet, or none that can be read: the coordinator
-    opens the store itself and says what is wrong with it."""
-    path = db_path(Path(storage).expanduser())
-    if not path.is_file() or path.stat().st_size == 0:
-        return None
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
-        try:
-            row = db.execute("SELECT value FROM meta WHERE key = 'game'").fetchone()
-        finally:
-            db.close()
-        game = json.loads(row[0]) if row else None
-    except (sqlite3.Error, ValueError):
-        return None
-    if isinstance(game, Mapping):
-        game = game.get("name")
-    return game if isinstance(game, str) and game else None
 
 
 def check_store(cfg: Config) -> None:

@@ -17,24 +17,12 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from league.errors import UsageError
-from league.store import LeagueStore, StoreError
+from league.store import LeagueStore, StoreError, game_of
 
 if TYPE_CHECKING:
     from policies.net import PolicyNet
 
 KNOWN_IDS_SHOWN = 5  # an unknown --agent lists this many of the ids the store holds
-
-
-def _recorded_game(store: LeagueStore) -> str | None:
-    """The game's name in the store's meta: ``game`` (a name, or a dict with ``name``), else
-    ``config.game.name``; None when neither is there."""
-    game = store.get_meta("game")
-    if game is None:
-        config = store.get_meta("config")
-        game = config.get("game") if isinstance(config, dict) else None
-    if isinstance(game, dict):
-        game = game.get("name")
-    return game if isinstance(game, str) and game else None
 
 
 class StoredRun:
@@ -48,7 +36,7 @@ class StoredRun:
         except StoreError as exc:
             raise UsageError(option, exc) from None
         self.path = self.store.path
-        self.game = _recorded_game(self.store)
+        self.game = game_of(self.store.get_meta("game"), self.store.get_meta("config"))
         self.game_params: dict[str, Any] = self.store.get_meta("game_params") or {}
         if game is not None and self.game is not None and game != self.game:
             self.store.close()

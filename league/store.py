@@ -81,6 +81,34 @@ def db_path(storage: str | os.PathLike) -> Path:
     return p if p.suffix == ".db" or p.is_file() else p / DB_NAME
 
 
+def game_of(game: Any, config: Any) -> str | None:
+    """The game's name from a store's meta: ``game`` (a name, or a dict with ``name``), else
+    ``config``'s ``game.name``; None when neither says."""
+    if game is None and isinstance(config, dict):
+        game = config.get("game")
+    if isinstance(game, dict):
+        game = game.get("name")
+    return game if isinstance(game, str) and game else None
+
+
+def recorded_game(storage: str | os.PathLike) -> str | None:
+    """The game of the league stored in ``storage``, read read-only (SQLite ``mode=ro``) from any
+    store version; None when there is no store there, or none that can be read (whoever opens it
+    says what is wrong with it)."""
+    path = db_path(Path(storage).expanduser())
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
+        try:
+            meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('game', 'config')").fetchall())
+        finally:
+            db.close()
+        return game_of(*(json.loads(meta[k]) if k in meta else None for k in ("game", "config")))
+    except (sqlite3.Error, ValueError):
+        return None
+
+
 _encoder = json.JSONEncoder(check_circular=False, separators=(",", ":"))
 
 

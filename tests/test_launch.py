@@ -13,7 +13,8 @@ import requests
 import actors.runtime
 from actors import launch
 from actors.outbox import ledgers, node_run_dir
-from actors.preflight import check_store, recorded_game
+from actors.preflight import check_store
+from league.store import recorded_game
 from actors.runtime import SESSION_NAME, StorageInUse, reap_leftovers, session_processes
 from league.config import ConfigError, load_config
 from league.store import LeagueStore
