@@ -380,3 +380,97 @@ class OpenSpielGame(VectorGame):
                 states[e] = self._new_episode(e)
         self._refresh_decisions()
         return StepResult(done=done, returns=returns)
+
+
+def why_not_searchable(game: pyspiel.Game, name: str) -> str | None:
+    """Why ``game`` cannot be searched position by position (``envs.states``), or None."""
+    gtype = game.get_type()
+    problems = []
+    if gtype.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC:
+        problems.append("it has chance")
+    if gtype.information != pyspiel.GameType.Information.PERFECT_INFORMATION:
+        problems.append("its players hold hidden information")
+    if gtype.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
+        problems.append("its players move at the same time")
+    if not problems:
+        return None
+    return (f"{name}: search and exact enumeration need a deterministic game of perfect information "
+            f"taking turns; " + " and ".join(problems))
+
+
+class OpenSpielStates:
+    """``envs.states.StateStore`` of an OpenSpiel game: one ``pyspiel.State`` per slot."""
+
+    def __init__(self, game: pyspiel.Game, capacity: int, name: str = ""):
+        from envs.states import NotSearchable
+
+        reason = why_not_searchable(game, name or game.get_type().short_name)
+        if reason is not None:
+            raise NotSearchable(reason)
+        self.game = game
+        self.capacity = int(capacity)
+        self.num_actions = game.num_distinct_actions()
+        self._tensor = state_tensor(game)
+        self.obs_size = len(self._tensor(game.new_initial_state(), 0))
+        observer = _make_observer(game)
+        self._set_from = getattr(getattr(observer, "_observation", None), "set_from", None) or (
+            observer.set_from if observer is not None else None)
+        self._buffer = observer.tensor if observer is not None else None
+        self.states: list = [None] * self.capacity
+
+    def _positions(self, slots) -> "Positions":
+        from envs.states import TERMINAL, Positions
+
+        n = len(slots)
+        player = np.full(n, TERMINAL, dtype=np.int64)
+        returns = np.zeros((n, 2))
+        obs = np.zeros((n, self.obs_size), dtype=np.float32)
+        masks = np.zeros((n, self.num_actions), dtype=bool)
+        states, set_from, buf = self.states, self._set_from, self._buffer
+        for i, slot in enumerate(slots):
+            s = states[slot]
+            if s.is_terminal():
+                returns[i] = s.returns()
+                continue
+            p = s.current_player()
+            player[i] = p
+            masks[i] = s.legal_actions_mask(p)
+            if set_from is not None and buf is not None:
+                set_from(s, p)
+                obs[i] = buf
+            else:
+                obs[i] = self._tensor(s, p)
+        return Positions(player, returns, obs, masks)
+
+    def set_roots(self, slots, game, envs):
+        slots, envs = np.asarray(slots).tolist(), np.asarray(envs).tolist()
+        for slot, e in zip(slots, envs, strict=True):
+            self.states[slot] = game._states[e].clone()
+        return self._positions(slots)
+
+    def set_initial(self, slots):
+        slots = np.asarray(slots).tolist()
+        for slot in slots:
+            self.states[slot] = self.game.new_initial_state()
+        return self._positions(slots)
+
+    def expand(self, parents, actions, children):
+        parents, actions, children = (np.asarray(x).tolist() for x in (parents, actions, children))
+        states = self.states
+        for parent, action, child in zip(parents, actions, children, strict=True):
+            states[child] = states[parent].child(action)
+        return self._positions(children)
+
+    def keys(self, slots):
+        return [position_key(self.states[slot], self._tensor) for slot in np.asarray(slots).tolist()]
+
+
+def position_key(state: pyspiel.State, tensor=None) -> tuple:
+    """A key equal exactly for equal positions: the text, the mover and the mover's observation (a
+    game's text alone may leave out whose turn it is or the score so far, as Dots and Boxes does);
+    an ended game's text and returns. ``tensor``: the game's ``state_tensor``."""
+    if state.is_terminal():
+        return ("ended", str(state), tuple(state.returns()))
+    p = state.current_player()
+    tensor = tensor or state_tensor(state.get_game())
+    return (p, str(state), np.asarray(tensor(state, p), dtype=np.float32).tobytes())

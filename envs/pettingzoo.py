@@ -22,6 +22,12 @@ final (dead) turn included. The episode ends as soon as the agent to move is
 terminated or truncated (two-player games end for both at once); the
 environment is then reset, without the dead steps, which change nothing.
 
+Search and exact enumeration (``envs.states``): an environment opts in by declaring
+``perfect_information = True`` on the raw environment (deterministic, the two agents taking
+turns); ``PettingZooStates`` keeps a ``copy.deepcopy`` of the environment per position. Its key
+of a position is the environment's own ``state_key()`` where it has one, else the agent to move,
+every agent's observation and the rewards so far.
+
 Without a seed, every environment draws fresh entropy on its first reset and
 then continues its own random stream; with one, environment e is reseeded from
 ``(seed, e)`` through numpy's ``SeedSequence``.
@@ -29,14 +35,17 @@ then continues its own random stream; with one, environment e is reseeded from
 
 from __future__ import annotations
 
+import copy
 import importlib
 import warnings
 from typing import Any
 
 import numpy as np
+from gymnasium.spaces import Space
 
 from envs.base import NO_ACTION, StepResult, VectorGame
 from envs.custom import import_attribute
+from envs.states import TERMINAL, NotSearchable, Positions
 
 PREFIX = "pettingzoo:"
 
@@ -99,6 +108,20 @@ def _observation(raw: Any, info: dict) -> tuple[np.ndarray, np.ndarray | None]:
     if mask is None:
         mask = info.get("action_mask") if isinstance(info, dict) else None
     return np.asarray(raw, dtype=np.float32).reshape(-1), None if mask is None else np.asarray(mask).astype(bool)
+
+
+def _play_turn(env: Any, agents: list[str], seat: int, action: int, totals: np.ndarray) -> bool:
+    """``env.step(action)`` by the agent in ``seat``, adding to ``totals`` (each seat's return so far,
+    changed in place) what the agents read from ``last()``; whether the episode ended (module docstring)."""
+    # what the mover reads from last() at its turn is its share of the return so far
+    totals[seat] += env._cumulative_rewards[agents[seat]]
+    env.step(action)
+    mover = env.agent_selection
+    if env.terminations.get(mover, True) or env.truncations.get(mover, True):
+        for s, agent in enumerate(agents):  # each agent's final last() before its dead step
+            totals[s] += env._cumulative_rewards.get(agent, 0.0)
+        return True
+    return False
 
 
 class PettingZooGame(VectorGame):
@@ -261,17 +284,9 @@ class PettingZooGame(VectorGame):
         E = self.num_envs
         done = np.zeros(E, dtype=bool)
         returns = np.zeros((E, 2), dtype=np.float64)
-        agents = self.agents
         for e, a in enumerate(chosen):
             env = self.envs[e]
-            seat = int(self._cur[e])
-            # what the mover reads from last() at its turn is its share of the return so far
-            self._totals[e, seat] += env._cumulative_rewards[agents[seat]]
-            env.step(a)
-            mover = env.agent_selection
-            if env.terminations.get(mover, True) or env.truncations.get(mover, True):
-                for s, agent in enumerate(agents):  # each agent's final last() before its dead step
-                    self._totals[e, s] += env._cumulative_rewards.get(agent, 0.0)
+            if _play_turn(env, self.agents, int(self._cur[e]), a, self._totals[e]):
                 returns[e] = self._totals[e]
                 done[e] = True
                 self._totals[e] = 0.0
@@ -306,3 +321,124 @@ def pettingzoo_info(name: str, **params) -> tuple[int, int, tuple[int, ...], boo
     """(obs_size, num_actions, obs_shape, channels_last) of a PettingZoo game (builds one environment)."""
     game = PettingZooGame(name, 1, params=params or None, seed=0)
     return game.obs_size, game.num_actions, game.obs_shape, game.channels_last
+
+
+def declares_perfect_information(game: PettingZooGame) -> bool:
+    """Whether ``game``'s (raw) environment declares ``perfect_information = True`` (module docstring)."""
+    first = game.envs[0]
+    return getattr(getattr(first, "unwrapped", first), "perfect_information", False) is True
+
+
+def _spaces_of(env: Any) -> list:
+    """The gymnasium spaces that ``env`` and the environments it wraps hold (one space, or a dict of
+    them per agent): what a game never changes while it plays, shared by its copies."""
+    found = []
+    while env is not None:
+        for value in vars(env).values():
+            if isinstance(value, Space) or (isinstance(value, dict) and value
+                                            and all(isinstance(v, Space) for v in value.values())):
+                found.append(value)
+        env = getattr(env, "env", None) if hasattr(env, "unwrapped") and env is not env.unwrapped else None
+    return found
+
+
+class PettingZooStates:
+    """``envs.states.StateStore`` of a PettingZoo AEC game that declares ``perfect_information``:
+    per slot a ``copy.deepcopy`` of the environment (None where the game ended) and each seat's
+    return so far (the adapter's ``_totals``); ``expand`` copies the parent and steps the copy
+    as ``PettingZooGame.step`` steps its environments. The copies share the environment's
+    observation and action spaces, which most of a copy's work would otherwise go to."""
+
+    def __init__(self, game: PettingZooGame, capacity: int):
+        if not declares_perfect_information(game):
+            raise NotSearchable(f"{game.name}: search and exact enumeration need a game that declares "
+                                "perfect_information = True and copies its positions (docs/custom-games.md)")
+        self.name = game.name
+        self.agents = list(game.agents)
+        self.capacity = int(capacity)
+        self.num_actions = int(game.num_actions)
+        self.obs_size = int(game.obs_size)
+        self.envs: list = [None] * self.capacity
+        self.totals = np.zeros((self.capacity, 2), dtype=np.float64)
+        self._spaces = _spaces_of(game.envs[0])
+        self._shared = {id(x): x for x in self._spaces}  # id of a space -> the one every copy holds
+        self._held: list = []  # the spaces whose ids are keys of _shared
+        self._initial = self._copy(game.envs[0])
+        self._initial.reset(seed=0)
+
+    def _share_spaces(self, env: Any) -> None:
+        """Copies of ``env`` (another environment of the game) hold the first environment's spaces."""
+        own = _spaces_of(env)
+        if len(own) == len(self._spaces):
+            for space, one in zip(own, self._spaces):
+                if id(space) not in self._shared and type(space) is type(one):
+                    self._shared[id(space)] = one
+                    self._held.append(space)
+
+    def _copy(self, env: Any) -> Any:
+        """A deep copy of ``env`` holding the shared spaces."""
+        return copy.deepcopy(env, dict(self._shared))
+
+    def _positions(self, slots: list[int]) -> Positions:
+        n = len(slots)
+        player = np.full(n, TERMINAL, dtype=np.int64)
+        returns = np.zeros((n, 2), dtype=np.float64)
+        obs = np.zeros((n, self.obs_size), dtype=np.float32)
+        masks = np.zeros((n, self.num_actions), dtype=bool)
+        for i, slot in enumerate(slots):
+            env = self.envs[slot]
+            if env is None:
+                returns[i] = self.totals[slot]
+                continue
+            agent = env.agent_selection
+            player[i] = self.agents.index(agent)
+            obs[i], mask = _observation(env.observe(agent), env.infos.get(agent, {}))
+            if mask is None:
+                raise ValueError(f"game {self.name!r} gives no action mask (observation['action_mask'] or "
+                                 "infos[agent]['action_mask'])")
+            masks[i] = mask
+        return Positions(player, returns, obs, masks)
+
+    def set_roots(self, slots, game, envs):
+        slots, envs = np.asarray(slots).tolist(), np.asarray(envs).tolist()
+        for slot, e in zip(slots, envs, strict=True):
+            self._share_spaces(game.envs[e])
+            self.envs[slot] = self._copy(game.envs[e])
+            self.totals[slot] = game._totals[e]
+        return self._positions(slots)
+
+    def set_initial(self, slots):
+        slots = np.asarray(slots).tolist()
+        for slot in slots:
+            self.envs[slot] = self._copy(self._initial)
+            self.totals[slot] = 0.0
+        return self._positions(slots)
+
+    def expand(self, parents, actions, children):
+        parents, actions, children = (np.asarray(x).tolist() for x in (parents, actions, children))
+        for parent, action, child in zip(parents, actions, children, strict=True):
+            env = self.envs[parent]
+            if env is None:
+                raise ValueError(f"{self.name}: slot {parent} holds a position where the game ended")
+            env = self._copy(env)
+            totals = self.totals[parent].copy()
+            ended = _play_turn(env, self.agents, self.agents.index(env.agent_selection), int(action), totals)
+            self.envs[child] = None if ended else env
+            self.totals[child] = totals
+        return self._positions(children)
+
+    def keys(self, slots):
+        out = []
+        for slot in np.asarray(slots).tolist():
+            env = self.envs[slot]
+            if env is None:
+                out.append(("ended", tuple(self.totals[slot].tolist())))
+                continue
+            own = getattr(env.unwrapped, "state_key", None)
+            if callable(own):
+                out.append(own())
+                continue
+            seen = tuple(_observation(env.observe(a), env.infos.get(a, {}))[0].tobytes() for a in self.agents)
+            rewards = tuple(float(env._cumulative_rewards.get(a, 0.0)) for a in self.agents)
+            out.append((self.agents.index(env.agent_selection), seen, tuple(self.totals[slot].tolist()), rewards))
+        return out

@@ -21,6 +21,7 @@ def env(**kwargs):
 
 class raw_env(AECEnv):
     metadata = {"name": "dots_and_boxes_v0", "render_modes": ["ansi"], "is_parallelizable": False}
+    perfect_information = True  # no chance, nothing hidden: positions can be searched (envs.states)
 
     def __init__(self, rows: int = 2, cols: int = 2, render_mode: str | None = None):
         super().__init__()

@@ -1,7 +1,9 @@
 """Dots and Boxes as a ``VectorGame`` (envs/base.py): E boards stepped at once with numpy.
 
 Config: ``game: {name: "boxes.vector:DotsAndBoxes", params: {rows: 2, cols: 2}}``. The league
-builds it as ``DotsAndBoxes(num_envs=E, seed=S, rows=2, cols=2)``.
+builds it as ``DotsAndBoxes(num_envs=E, seed=S, rows=2, cols=2)``. It opts in to search and exact
+enumeration (envs/states.py): no chance, nothing hidden, and ``copy_state``/``restore_state`` copy
+one board's arrays.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from envs.base import NO_ACTION, StepResult, VectorGame
 
 class DotsAndBoxes(VectorGame):
     simultaneous = False  # one seat moves at a time (the same one again after it closes a box)
+    perfect_information = True  # no chance, nothing hidden: positions can be searched (envs.states)
 
     def __init__(self, num_envs: int, seed: int | None = None, rows: int = 2, cols: int = 2):
         self.board = Board(rows, cols)
@@ -66,6 +69,16 @@ class DotsAndBoxes(VectorGame):
             self.owner[done] = -1
             self.turn[done] = 0
         return StepResult(done=done, returns=returns)
+
+    # a position of one board, for search (envs.states): everything step reads
+    def copy_state(self, e: int) -> tuple[np.ndarray, np.ndarray, int]:
+        return self.lines[e].copy(), self.owner[e].copy(), int(self.turn[e])
+
+    def restore_state(self, e: int, state: tuple[np.ndarray, np.ndarray, int]) -> None:
+        lines, owner, turn = state
+        self.lines[e] = lines  # copies into the vector's arrays: the state stays as it was
+        self.owner[e] = owner
+        self.turn[e] = turn
 
     # what the league page shows of any game
     def render_text(self, env: int) -> str:
