@@ -1,7 +1,8 @@
 """Evaluator: frozen snapshot against frozen snapshot, where the payoff is least certain.
 
 So that the Nash over the pool rests on measured numbers. For games small
-enough to enumerate (matrix games, Kuhn and Leduc poker) the expected score of
+enough to enumerate (matrix games, Kuhn and Leduc poker, small perfect-information games such as
+tic-tac-toe: ``evaluation.exploitability.is_exact``) the expected score of
 a pair is computed exactly (no noise in the meta-game); otherwise the pair
 plays ``evaluator.games_per_pair`` sampled games, half in each seat.
 """
@@ -27,8 +28,9 @@ from league.measures import META_NASH_CONV, NASH_CONV
 from league.messages import ExactScores, NashMixture, Result, ResultBatch
 from league.seeds import generator, seed_int
 from monitoring.metrics import LeagueMetrics
-from evaluation.exploitability import (exact_nash_conv, least_exploitable_mixture, pack_profile, profile_value,
-                                     seat_profile, unpack_profile)
+from evaluation.exploitability import (exact_nash_conv, is_exact, least_exploitable_mixture, pack_profile,
+                                     profile_value, seat_profile, unpack_profile)
+from evaluation.game_tree import TooLarge
 from policies.rollout import TwoSeatPlay
 from policies.snapshot import SnapshotCache, drop_idle
 
@@ -73,9 +75,10 @@ class EvaluatorImpl:
         self.game = make_game(cfg.game.name, max(2, cfg.evaluator.games_per_pair),
                               seed=seed_int(cfg.run.seed, "evaluator", evaluator_id, "game"), **cfg.game.kwargs)
         self.lo, self.hi = utility_range(self.game)
-        self.exact = cfg.evaluator.exact and self.game.supports_exact
+        exact = is_exact(self.game)  # declared, or a small game of perfect information (evaluation.game_tree)
+        self.exact = cfg.evaluator.exact and exact
         # the one evaluator the config names measures the Nash mixture's exploitability
-        self.measures_exploitability = self.game.supports_exact and cfg.evaluator.exploitability == index
+        self.measures_exploitability = exact and cfg.evaluator.exploitability == index
         held = min(cfg.snapshots.cache_size, EXACT_MODELS_HELD) if self.exact else cfg.snapshots.cache_size
         self.metrics = LeagueMetrics()
         self.cache = SnapshotCache(held, lambda agent_id: ray.get(self.coordinator.get_snapshot.remote(agent_id)),
@@ -128,7 +131,13 @@ class EvaluatorImpl:
             return None
         start = time.perf_counter()
         profiles = [np.stack([self._profile(a, seat) for a in ids]) for seat in (0, 1)]
-        weights, _ = least_exploitable_mixture(self.game, *profiles)
+        incumbent = []
+        if not self.game.supports_exact:  # a game of positions weighs its best member against these mixtures
+            for mixture in ray.get([self.coordinator.nash.remote(), self.coordinator.meta_nash.remote()]):
+                if mixture.ids and set(mixture.ids) <= set(ids):
+                    by_id = dict(zip(mixture.ids, mixture.weights))
+                    incumbent.append([by_id.get(a, 0.0) for a in ids])
+        weights, _ = least_exploitable_mixture(self.game, *profiles, incumbent=incumbent or None)
         return ray.get(self.coordinator.publish.remote(ids, weights.tolist(), pool_version,
                                                        time.perf_counter() - start))
 
@@ -145,7 +154,7 @@ class EvaluatorImpl:
                 last_measure, cpu = time.time(), time.process_time()
                 try:
                     self.measure_exploitability()
-                except (KeyError, ray.exceptions.RayTaskError) as exc:
+                except (KeyError, TooLarge, ray.exceptions.RayTaskError) as exc:  # TooLarge: a best response past its cap
                     log.info("%s: exploitability skipped (%s)", self.evaluator_id, exc)
                 interval = round_interval(self.cfg.run.exploitability_every_seconds, time.process_time() - cpu,
                                           self.cfg.evaluator.exploitability_cpu_share)

@@ -225,12 +225,13 @@ def exact_nash_conv(data: ReportData) -> dict[str, Any]:
         game = make_game(data.game, 1, **data.game_params) if data.game else None
     except (ValueError, TypeError) as exc:
         return {"skipped": f"game {data.game!r} cannot be built: {exc}"}
-    if game is None or not game.supports_exact:
+    from evaluation.exploitability import exact_nash_conv, information_state_count, is_exact
+
+    if game is None or not is_exact(game):
         return {"skipped": f"game {data.game} does not support exact evaluation"}
     support = nash_support(data)
     if not support:
         return {"skipped": "no Nash mixture yet"}
-    from evaluation.exploitability import exact_nash_conv, information_state_count
 
     cap = EXACT_MAX_MEMBER_STATES // information_state_count(game)
     if len(support) > cap:

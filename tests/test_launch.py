@@ -57,7 +57,7 @@ def _one_error_line(out: subprocess.CompletedProcess) -> str:
 
 @pytest.mark.parametrize("game, fix", [
     ("connect_four", "run it with --config configs/connect_four.yaml "),
-    ("tic_tac_toe", "give it a config of its own with --config FILE "),  # no shipped config of its own
+    ("liars_dice", "give it a config of its own with --config FILE "),  # no shipped config of its own
 ])
 def test_a_game_on_the_default_config_is_told_to_use_its_own_config(tmp_path, game, fix):
     """Without --config the launcher runs configs/kuhn_poker.yaml, whose settings (it publishes the
