@@ -1,4 +1,5 @@
-"""Learner: one per role instance. Ingests its own side's trajectories, runs PPO.
+"""Learner: one per role instance. Ingests its own side's trajectories and trains on them: PPO,
+or, for a role with ``learner: search``, towards its searched moves' targets (policies.expert).
 
 It publishes weights by version (rollout workers pull them when their version
 is stale), checkpoints parameters and optimizer through the coordinator's
@@ -32,6 +33,7 @@ from league.seeds import seed_int
 from monitoring.metrics import LeagueMetrics
 from policies.device import resolve_device
 from policies.net import build_policy, policy_spec
+from policies import expert
 from policies.ppo import make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr
 from policies.rollout import Rollout
 from policies.snapshot import (learner_magnet_from_bytes, learner_state_from_bytes, learner_state_to_bytes,
@@ -56,7 +58,10 @@ class LearnerImpl:
         torch.manual_seed(seed_int(cfg.run.seed, "learner", learner_id))
         self.device = resolve_device(cfg.learner.device, ray.get_gpu_ids())
         self.model = build_policy(self.spec).to(self.device)
-        self.optimizer = make_optimizer(self.model, self.ppo)
+        self.searched = cfg.role(role).learner == "search"
+        self.replay = (expert.Replay(cfg.search_learner.replay_positions, obs_size, num_actions)
+                       if self.searched else None)
+        self.optimizer = self._optimizer(self.model)
         self.version = 0
         self.step = 0
         self.updates = 0
@@ -78,7 +83,7 @@ class LearnerImpl:
         checkpoint = ray.get(coordinator.load_checkpoint.remote(learner_id))
         if checkpoint is not None and checkpoint.state:
             self.model, self.optimizer, extra = learner_state_from_bytes(
-                checkpoint.state, lambda m: make_optimizer(m.to(self.device), self.ppo))
+                checkpoint.state, lambda m: self._optimizer(m.to(self.device)))
             self.version = int(extra.get("version", checkpoint.version))
             self.step = int(extra.get("step", checkpoint.step))
             self.shaping.restore(extra.get("shaper_state"))
@@ -104,6 +109,11 @@ class LearnerImpl:
             if reply.reset:
                 self._reset(reply.reset_to)
         self._last_checkpoint = time.time()
+
+    def _optimizer(self, model) -> torch.optim.Optimizer:
+        if self.searched:
+            return expert.make_optimizer(model, self.cfg.search_learner)
+        return make_optimizer(model, self.ppo)
 
     def _publish(self) -> None:
         self._weights = (self.version, self.step, policy_to_bytes(self.model))
@@ -131,6 +141,9 @@ class LearnerImpl:
         batch.__post_init__()  # dtypes and lengths, as a sender outside this process may not have checked them
         if batch.obs.shape[1:] != (self.spec.obs_size,) or batch.mask.shape[1:] != (self.spec.num_actions,):
             raise ValueError(f"rollout shapes {batch.obs.shape}/{batch.mask.shape} do not fit the policy")
+        if self.searched and batch.targets.shape[1:] != (self.spec.num_actions,) and len(batch):
+            raise ValueError(f"{self.learner_id} learns from search: its rollouts carry targets of "
+                             f"{self.spec.num_actions} actions, got shape {batch.targets.shape}")
         if self.objective.grouped:
             self._check_groups(batch, groups)
         elif groups is not None:
@@ -183,8 +196,13 @@ class LearnerImpl:
             log.error("%s skipped an update: %s", self.learner_id, exc)
             self.coordinator.learner_event.remote(self.learner_id, "shaper_error", {"error": str(exc)[:1000]})
             return
-        set_lr(self.optimizer, scheduled_lr(self.ppo, self.step))
-        self.last_stats = ppo_update(self.model, self.optimizer, data, self.ppo, magnet=self.magnet)
+        if self.searched:
+            new = self.replay.add(data, self.cfg.search_learner.value_mix)
+            self.last_stats = expert.expert_update(self.model, self.optimizer, self.replay, new,
+                                                   self.cfg.search_learner)
+        else:
+            set_lr(self.optimizer, scheduled_lr(self.ppo, self.step))
+            self.last_stats = ppo_update(self.model, self.optimizer, data, self.ppo, magnet=self.magnet)
         if self.magnet is not None:
             pull_magnet(self.magnet, self.model, self.ppo.magnet_rate)
         self.metrics.inc("updates", role=self.role, learner=self.learner_id)
@@ -239,7 +257,7 @@ class LearnerImpl:
             self.model.load_state_dict(start.state_dict())
         else:
             self.model.reset_parameters()
-        self.optimizer = make_optimizer(self.model, self.ppo)
+        self.optimizer = self._optimizer(self.model)
         if self.magnet is not None:
             self.magnet = copy.deepcopy(self.model)
         self.version += 1

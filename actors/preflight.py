@@ -17,11 +17,12 @@ from typing import Any, Iterable, Mapping
 import pyspiel
 import yaml
 
-from envs import GameInfo, game_info, is_openspiel_game, is_user_game, make_game
+from envs import GameInfo, game_info, is_openspiel_game, is_user_game, make_game, states
 from envs.openspiel import load_two_player_zero_sum
 from envs.protocol import check_game
 from envs.teams import TeamError
 from evaluation.anchors import check_anchor
+from evaluation.exploitability import is_exact
 from evaluation.search import check_searchable
 from league.config import Config, ConfigError, load_config, parse_override
 from league.store import recorded_game
@@ -88,6 +89,22 @@ def cache_warning(cfg: Config, info: GameInfo) -> str | None:
             f"raise snapshots.cache_mb to {need_mb} or lower league.pool_max_size to {fits} (docs/operations.md)")
 
 
+def _check_search_learners(cfg: Config, info: GameInfo) -> None:
+    """A role that learns from search needs a game whose positions copy (envs.states)."""
+    searched = [role for role, role_cfg in cfg.roles.items() if role_cfg.count and role_cfg.learner == "search"]
+    if not searched:
+        return
+    key = f"roles.{searched[0]}.learner"
+    if info.team_size > 1:
+        raise ConfigError(key, f"search plays games of one agent a side; {cfg.game.name} is a team game")
+    if cfg.ppo.magnet_coef > 0:
+        raise ConfigError(key, "the search learner has no magnet: ppo.magnet_coef applies to PPO learners only")
+    try:
+        states.check_searchable(make_game(cfg.game.name, 1, seed=cfg.run.seed, **cfg.game.kwargs))
+    except ValueError as exc:
+        raise ConfigError(key, str(exc).splitlines()[0]) from None
+
+
 def check_runnable(cfg: Config) -> GameInfo:
     """The checks that need the game and the code a config names, after ``load_config``: the game
     exists (and a game brought by module path keeps the protocol of envs/base.py), the network builds
@@ -118,9 +135,12 @@ def check_runnable(cfg: Config) -> GameInfo:
             if objective.k_opponents > 1 or objective.shaper is not None:
                 raise ConfigError(f"roles.{role}.objective", "grouped objectives (k_opponents > 1, a shaper) are "
                                                              "for games of one agent a side, not team games")
-    if cfg.evaluator.publish == "least_exploitable" and not info.supports_exact:
+    _check_search_learners(cfg, info)
+    if cfg.evaluator.publish == "least_exploitable" and not (
+            info.supports_exact or is_exact(make_game(name, 1, seed=cfg.run.seed, **cfg.game.kwargs))):
         raise ConfigError("evaluator.publish", f"least_exploitable needs a game with exact evaluation (Kuhn, Leduc, "
-                                               f"matrix games); {name} has none: use nash")
+                                               f"matrix games, small games of perfect information); {name} has "
+                                               f"none: use nash")
 
     try:  # a bad factory path, a module with the wrong interface, conv on a flat game
         build_policy(policy_spec(cfg.policy, info.obs_size, info.num_actions, info.obs_shape, info.channels_last))

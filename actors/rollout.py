@@ -33,11 +33,13 @@ import torch
 from actors.opponents import InProcessOpponents
 from actors.outbox import Outbox
 from envs import make_game
+from envs.base import utility_range
 from league.config import Config
 from league.league import learner_ids
 from league.matchmaking import MatchSampler
 from league.messages import EpisodeGroups, ResultBatch, WeightsReply
 from league.seeds import generator, seed_int, seed_sequence
+from policies.expert import MoveSearch
 from policies.lanes import Lanes, MatchQueue
 from policies.rollout import Rollout
 from policies.snapshot import policy_from_bytes
@@ -94,9 +96,14 @@ class RolloutWorkerImpl:
         k = objective.k_opponents if objective is not None else 1
         queue = MatchQueue(self.matches.draw, max(self.per_lane * n_lanes, cfg.rollout.matches_per_request),
                            repeat=cfg.rollout.episodes_per_opponent, k=k)
+        # a search learner's moves are searched here, with its own stream of run.seed
+        self.search = None
+        if role is not None and cfg.role(role).learner == "search":
+            self.search = MoveSearch(games[0], self.per_lane, cfg.search_learner, utility_range(games[0]),
+                                     generator(cfg.run.seed, "worker", worker_id, "search"))
         self.lanes = Lanes(games, k, queue, opponents,
                            self._live_policy, self.rng, self._rebuild, keep_groups=self.grouped, name=worker_id,
-                           self_id=learner_id)
+                           self_id=learner_id, search=self.search)
 
     # -- weights -------------------------------------------------------------
     def _refresh(self, learner_id: str, block: bool) -> None:
@@ -167,7 +174,9 @@ class RolloutWorkerImpl:
         """Env steps, episodes, transitions submitted, matches drawn per matchmaking branch and
         result batches (games) acknowledged, in this life; ``games_acked_all_lives`` from the outbox
         ledger; the curriculum stage played (``len(game.curriculum)``: the game itself)."""
-        return {**self.stats, **self.lanes.counts, "branches": dict(self.lanes.matches.branches),
+        searched = {} if self.search is None else {"positions_searched": self.search.positions,
+                                                   "search_seconds": dict(self.search.profile)}
+        return {**self.stats, **self.lanes.counts, **searched, "branches": dict(self.lanes.matches.branches),
                 "games_acked_all_lives": self.outbox.items, "curriculum_stage": self.stage}
 
     # -- the plan ------------------------------------------------------------------

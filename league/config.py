@@ -27,13 +27,14 @@ from league.objectives import ShaperError, resolve_shaper
 __all__ = ["Config", "ConfigError", "CurriculumStage", "EvaluatorConfig", "ExploiterConfig", "GameConfig",
            "LeagueConfig", "LeagueExploiterConfig", "LearnerConfig", "MainAgentConfig", "MainExploiterConfig",
            "ObjectiveConfig", "PPOConfig", "Placement", "PolicyConfig", "ROLE_CONFIGS", "RayConfig", "RoleConfig",
-           "RolesConfig", "RolloutConfig", "RunConfig", "SearchConfig", "ServeConfig", "SnapshotsConfig", "check",
+           "RolesConfig", "RolloutConfig", "RunConfig", "SearchConfig", "SearchLearnerConfig", "ServeConfig", "SnapshotsConfig", "check",
            "from_dict", "load_config", "parse_override", "setting"]
 
 SCHEDULING = ("default", "spread")
 SAMPLING = ("alphastar", "pfsp", "nash", "latest", "self")
 WEIGHTING = ("hard", "squared", "variance", "linear", "linear_capped")
 PUBLISH = ("nash", "least_exploitable")
+LEARNERS = ("ppo", "search")
 SERVE_PROXY = ("HeadOnly", "EveryNode", "Disabled")
 AUTOSCALING_KEYS = ("min_replicas", "max_replicas", "target_ongoing_requests", "initial_replicas",
                     "upscale_delay_s", "downscale_delay_s")
@@ -161,6 +162,8 @@ class RoleConfig:
     pfsp_exponent: float = _nonneg("p of the hard weighting (1 - x)^p", 2.0)
     snapshot_every_steps: int = _positive("a snapshot every N learner steps", 20_000)
     objective: ObjectiveConfig = setting(factory=ObjectiveConfig, doc="what its updates optimise")
+    learner: str = setting("ppo", choices=LEARNERS, doc="ppo; search: its moves are searched and it trains on the "
+                                                        "search's targets (search_learner, docs/search.md)")
 
     def __init_subclass__(cls, role: str = "", main: bool = False, short: str = "", **kwargs):
         super().__init_subclass__(**kwargs)
@@ -434,6 +437,34 @@ class SearchConfig:
         return self.anchor_games or default
 
 
+@dataclass(frozen=True)
+class SearchLearnerConfig:
+    """The search learner (``roles.<role>.learner: search``; policies.tree_search, policies.expert):
+    the rollout worker searches each of the learner's moves with a batched Gumbel tree search
+    (Danihelka et al. 2022) and the learner trains the policy towards the search's improved policy
+    and the value towards the game's outcome, on a replay of recent positions."""
+
+    simulations: int = setting(32, low=2, doc="simulations per searched move")
+    considered: int = setting(16, low=2, doc="actions sampled at the root (Gumbel top-k)")
+    c_visit: float = _positive("sigma(q) = (c_visit + max visits) * c_scale * q", 50.0)
+    c_scale: float = _positive("the scale of q in the improved policy", 0.1)
+    lr: float = _positive("Adam's learning rate", 1e-3)
+    weight_decay: float = _nonneg("Adam's L2 weight decay", 1e-4)
+    replay_positions: int = _positive("the newest positions the learner samples from", 200_000)
+    minibatch_size: int = _positive("positions per gradient step", 1024)
+    reuse: float = _positive("times each new position is sampled on average", 4.0)
+    value_coef: float = _nonneg("weight of the value loss", 1.0)
+    value_mix: float = _unit("the value target: (1 - mix) * outcome + mix * the search's root value", 0.0)
+    max_grad_norm: float = _positive("gradients are clipped to this norm", 1.0)
+
+    def __post_init__(self):
+        check(self, "search_learner")
+
+    def rules(self, key: str) -> None:
+        if self.considered > self.simulations:
+            raise ConfigError(f"{key}.considered", f"at most simulations ({self.simulations}), got {self.considered}")
+
+
 @dataclass
 class SnapshotsConfig:
     """Frozen policies kept loaded by each process that plays them (Serve replicas, in-process
@@ -534,6 +565,8 @@ class Config:
     league: LeagueConfig = setting(factory=LeagueConfig, doc="the pool, payoffs, Nash, store")
     policy: PolicyConfig = setting(factory=PolicyConfig, doc="the learners' network")
     ppo: PPOConfig = setting(factory=PPOConfig, doc="the learners' PPO")
+    search_learner: SearchLearnerConfig = setting(factory=SearchLearnerConfig,
+                                                  doc="the search learner's search and update")
     rollout: RolloutConfig = setting(factory=RolloutConfig, doc="the rollout workers")
     evaluator: EvaluatorConfig = setting(factory=EvaluatorConfig, doc="the evaluators, the prober, the judge")
     anchors: list[str] = setting(factory=list, doc="fixed opponents the published mixture and the newest main "

@@ -277,6 +277,7 @@ class Lane:
         self.learner_actions = np.zeros(0, dtype=np.int64)
         self.learner_logp = np.zeros(0, dtype=np.float32)
         self.learner_values = np.zeros(0, dtype=np.float32)
+        self.learner_targets: np.ndarray | None = None  # the search's improved policies (a search learner)
         self.others: Decisions | None = None  # the opponents' decisions
         self.others_actions = np.zeros(0, dtype=np.int64)  # their actions known so far
         self.served = np.zeros(0, dtype=np.int64)  # rows of ``others`` whose actions ``pending`` brings
@@ -299,8 +300,9 @@ class Lanes:
 
     def __init__(self, games: list[VectorGame], k: int, matches: MatchQueue, opponents, live_policy: Callable,
                  rng: np.random.Generator, rebuild: Callable[[int], VectorGame], keep_groups: bool,
-                 name: str = "lanes", self_id: str | None = None):
+                 name: str = "lanes", self_id: str | None = None, search: Callable | None = None):
         self.lanes = [Lane(g, rng) for g in games]
+        self.search = search
         self.self_code = -1 if self_id is None else matches.code(self_id)
         self.keep_groups = keep_groups
         self.k, self.matches, self.opponents, self.live_policy = k, matches, opponents, live_policy
@@ -454,6 +456,8 @@ class Lanes:
 
     def _learner_act(self, lane: Lane, learner: Decisions):
         """The learner's actions, each env's by the policy version its group plays."""
+        if self.search is not None:
+            return self._learner_search(lane, learner)
         versions = lane.version[learner.rows]
         first = versions[0]
         if (versions == first).all():
@@ -464,6 +468,21 @@ class Lanes:
             sel = np.flatnonzero(versions == version)
             a[sel], logp[sel], v[sel] = self.held[version].act(learner.obs[sel], learner.mask[sel],
                                                                generator=self.rng)
+        return a, logp, v
+
+    def _learner_search(self, lane: Lane, learner: Decisions):
+        """The learner's searched moves: each env's searched with the version its group plays; the
+        improved policies go to ``lane.learner_targets``."""
+        versions = lane.version[learner.rows]
+        n = len(learner)
+        a, logp, v = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.float32), np.zeros(n, dtype=np.float32)
+        targets = np.zeros((n, self.num_actions), dtype=np.float32)
+        for version in np.unique(versions).tolist():
+            sel = np.flatnonzero(versions == version)
+            found = self.search(self.held[version], lane.game, learner.rows[sel])
+            a[sel], v[sel], targets[sel] = found.action, found.value, found.policy
+        logp[:] = np.log(np.maximum(targets[np.arange(n), a], 1e-12))
+        lane.learner_targets = targets
         return a, logp, v
 
     def _finish(self, lane: Lane) -> None:
@@ -481,7 +500,7 @@ class Lanes:
             rows = learner.rows
             self.recorder.add(lane.episode[rows], learner.obs, learner.mask, lane.learner_actions,
                               lane.learner_logp, lane.learner_values, learner.agents, done.rewards,
-                              lane.live[rows] & (lane.opponent[rows] == self.self_code))
+                              lane.live[rows] & (lane.opponent[rows] == self.self_code), lane.learner_targets)
         E = lane.game.num_envs
         self.env_steps += E
         self.counts["env_steps"] += E

@@ -39,6 +39,7 @@ _DTYPES = {
     "rewards": np.float32,
     "dones": np.bool_,
     "self_play": np.bool_,
+    "targets": np.float32,
 }
 
 
@@ -46,7 +47,9 @@ _DTYPES = {
 class Rollout:
     """obs (N,D) float32, mask (N,A) bool, actions (N,) int64, logp (N,) float32,
     values (N,) float32, rewards (N,) float32, dones (N,) bool; self_play (N,) bool: the
-    decision's opponent was the learner itself, live (all False when not given)."""
+    decision's opponent was the learner itself, live (all False when not given); targets (N, A)
+    float32: the search's improved policy at each decision of a search learner (policies.expert),
+    (N, 0) when its moves were not searched."""
 
     obs: np.ndarray
     mask: np.ndarray
@@ -56,16 +59,19 @@ class Rollout:
     rewards: np.ndarray
     dones: np.ndarray
     self_play: np.ndarray | None = None
+    targets: np.ndarray | None = None
 
     def __post_init__(self):
         if self.self_play is None:
             self.self_play = np.zeros(len(self.actions), dtype=bool)
+        if self.targets is None:
+            self.targets = np.zeros((len(self.actions), 0), dtype=np.float32)
         for f in fields(self):
             setattr(self, f.name, np.asarray(getattr(self, f.name), dtype=_DTYPES[f.name]))
         n = len(self.actions)
         for f in fields(self):
             arr = getattr(self, f.name)
-            want_ndim = 2 if f.name in ("obs", "mask") else 1
+            want_ndim = 2 if f.name in ("obs", "mask", "targets") else 1
             if arr.ndim != want_ndim or len(arr) != n:
                 raise ValueError(f"Rollout.{f.name} must be {want_ndim}-D with {n} rows, got shape {arr.shape}")
 
@@ -96,6 +102,11 @@ class Rollout:
         new = np.zeros(len(self), dtype=np.float32)
         new[self.dones] = rewards
         return Rollout(**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "rewards"}, rewards=new)
+
+    @property
+    def searched(self) -> bool:
+        """Whether the decisions carry search targets."""
+        return self.targets.shape[1] > 0
 
     @classmethod
     def empty(cls, obs_size: int, num_actions: int) -> "Rollout":
@@ -251,10 +262,11 @@ class EpisodeRecorder:
         N = self.team_size
         return episodes if N == 1 else (episodes[:, None] * N + np.arange(N)).reshape(-1)
 
-    def add(self, episode, obs, mask, actions, logp, values, agents=None, rewards=None, self_play=None) -> None:
+    def add(self, episode, obs, mask, actions, logp, values, agents=None, rewards=None, self_play=None,
+            targets=None) -> None:
         """Decisions of running episodes (``agents``: each one's index in its team; ``rewards``:
         each one's per-step reward, None for none; ``self_play``: each one's episode is against the
-        learner itself, None for none)."""
+        learner itself, None for none; ``targets``: the search's improved policies, None for none)."""
         if len(episode):
             key = np.asarray(episode, dtype=np.int64)
             if self.team_size > 1:
@@ -262,7 +274,9 @@ class EpisodeRecorder:
             self.chunks.append((key, obs, mask, actions, logp, values,
                                 np.zeros(len(key), np.float32) if rewards is None else
                                 np.asarray(rewards, dtype=np.float32),
-                                np.zeros(len(key), bool) if self_play is None else np.asarray(self_play, dtype=bool)))
+                                np.zeros(len(key), bool) if self_play is None else np.asarray(self_play, dtype=bool),
+                                np.zeros((len(key), 0), np.float32) if targets is None else
+                                np.asarray(targets, dtype=np.float32)))
 
     def drop(self, episodes) -> None:
         """Forget the decisions of running ``episodes`` (they will never finish)."""
@@ -281,7 +295,7 @@ class EpisodeRecorder:
     def take(self) -> Rollout | None:
         if not self.chunks or not self.returns:
             return None
-        ep, obs, mask, act, logp, val, rew, selfp = (np.concatenate(c) for c in zip(*self.chunks))
+        ep, obs, mask, act, logp, val, rew, selfp, tgt = (np.concatenate(c) for c in zip(*self.chunks))
         done_eps = np.fromiter(self.returns, dtype=np.int64, count=len(self.returns))
         order = np.argsort(done_eps, kind="stable")
         pos = np.searchsorted(done_eps[order], ep)
@@ -290,7 +304,7 @@ class EpisodeRecorder:
         rank = np.where(finished, order[pos], -1)  # finishing order of each decision's episode
         keep = ~finished
         self.chunks = [(ep[keep], obs[keep], mask[keep], act[keep], logp[keep], val[keep], rew[keep],
-                        selfp[keep])] if keep.any() else []
+                        selfp[keep], tgt[keep])] if keep.any() else []
         idx = np.flatnonzero(finished)
         idx = idx[np.argsort(rank[idx], kind="stable")]
         eps = ep[idx]
@@ -303,7 +317,7 @@ class EpisodeRecorder:
         if not len(idx):
             return None
         return Rollout(obs=obs[idx], mask=mask[idx], actions=act[idx], logp=logp[idx], values=val[idx],
-                       rewards=rewards, dones=last, self_play=selfp[idx])
+                       rewards=rewards, dones=last, self_play=selfp[idx], targets=tgt[idx])
 
 
 class EpisodeMixture:

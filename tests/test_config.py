@@ -87,7 +87,7 @@ def test_each_role_holds_only_the_keys_its_rules_read():
     from dataclasses import fields
 
     roles = Config().roles
-    common = {"count", "sampling", "pfsp_weighting", "pfsp_exponent", "snapshot_every_steps", "objective"}
+    common = {"count", "sampling", "pfsp_weighting", "pfsp_exponent", "snapshot_every_steps", "objective", "learner"}
     exploiter = {"min_steps_before_snapshot", "snapshot_win_rate", "min_games_for_snapshot", "reset_probability",
                  "reset_to"}
     assert {f.name for f in fields(roles.main_agent)} == common | {

@@ -124,7 +124,7 @@ class Harness:
     frozen opponents in process, the learner's newest policy as its live self."""
 
     def __init__(self, k: int, keep_groups: bool, envs: int = 24, lanes: int = 2, game: str = "kuhn_poker",
-                 self_id: str | None = None, **kwargs):
+                 self_id: str | None = None, search=None, **kwargs):
         torch.manual_seed(0)
         one = make_game(game, 1, **kwargs)
         spec = PolicySpec(one.obs_size, one.num_actions, (16,))
@@ -135,7 +135,7 @@ class Harness:
         self.live_asked: list[str] = []
         self.lanes = Lanes(games, k, MatchQueue(sampler(3).draw, batch=32), self.opponents, self.live_policy,
                            np.random.default_rng(4), lambda n: make_game(game, envs // lanes, seed=100 + n, **kwargs),
-                           keep_groups=keep_groups, self_id=self_id)
+                           keep_groups=keep_groups, self_id=self_id, search=search)
         self.lanes.set_learner(1, self.policies[1])
         self.lanes.start(first_group_id=1000)
 
@@ -205,6 +205,48 @@ def test_plain_lanes_report_every_finished_episode_and_its_transitions():
     assert batch.action_counts[LEARNER].sum() == decisions
     scores = batch.score.sum() / len(batch)
     assert 0.0 <= scores <= 1.0
+
+
+def test_a_search_learners_decisions_are_searched_and_carry_their_targets():
+    """Tic-tac-toe with 16 simulations: every decision's target is a distribution over its legal
+    moves, the move played is one of them, and a move that wins at once is played where one exists."""
+    from league.config import SearchLearnerConfig
+    from policies.expert import MoveSearch
+
+    game = make_game("tic_tac_toe", 12, seed=0)
+    search = MoveSearch(game, 12, SearchLearnerConfig(simulations=16, considered=9), (-1.0, 1.0),
+                        np.random.default_rng(0))
+    h = Harness(k=1, keep_groups=False, game="tic_tac_toe", search=search)
+    for _ in range(40):
+        h.lanes.step()
+    h.lanes.finish_prepared()
+    rollout = h.lanes.recorder.take()
+    assert rollout is not None and rollout.searched and len(rollout) > 20
+    np.testing.assert_allclose(rollout.targets.sum(1), 1.0, atol=1e-5)
+    assert not (rollout.targets > 0)[~rollout.mask].any() and rollout.mask[np.arange(len(rollout)), rollout.actions].all()
+    assert search.positions >= len(rollout)
+    # where a move wins at once (three in a row for the mover: the game's own returns say so), it is played
+    import pyspiel
+
+    ttt = pyspiel.load_game("tic_tac_toe")
+    checked = 0
+    for obs, mask, action in zip(rollout.obs, rollout.mask, rollout.actions):
+        board = obs.reshape(3, 9)  # planes: empty, o (player 1), x (player 0)
+        mover = 0 if board[2].sum() == board[1].sum() else 1
+        state = ttt.new_initial_state()
+        xs, os_ = np.flatnonzero(board[2]).tolist(), np.flatnonzero(board[1]).tolist()
+        for i in range(max(len(xs), len(os_))):  # any order of a position's moves reaches it
+            if i < len(xs):
+                state.apply_action(xs[i])
+            if i < len(os_):
+                state.apply_action(os_[i])
+        if state.is_terminal() or state.current_player() != mover:
+            continue
+        wins = [a for a in np.flatnonzero(mask).tolist() if (c := state.child(a)).is_terminal() and c.returns()[mover] > 0]
+        if wins:
+            checked += 1
+            assert int(action) in wins
+    assert checked > 0
 
 
 BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"

@@ -1,0 +1,128 @@
+"""Leagues whose main agent learns from search, on a real local Ray, through the launcher as users run
+it: tic-tac-toe (exact NashConv, resume), a user's take-away game written as a PettingZoo AEC env under
+the example config (exact NashConv), and Connect Four (`/nash/act` over HTTP, ONNX export of the
+network alone)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+
+from league import measures
+from league.store import LeagueStore
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
+UNIFORM_TIC_TAC_TOE = 1.9196593915343916  # OpenSpiel's nash_conv of uniform play (tests/test_game_tree.py)
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def launch(*args: str, cwd: Path = ROOT, timeout: float = 420) -> str:
+    out = subprocess.run([sys.executable, "-m", "actors.launch", *args], cwd=cwd, env=ENV, capture_output=True,
+                         text=True, timeout=timeout)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    return out.stdout + out.stderr
+
+
+def test_tic_tac_toe_learns_from_search_with_exact_nash_conv_and_resumes(tmp_path):
+    out = launch("--config", "configs/tic_tac_toe.yaml", f"run.storage={tmp_path}", "run.max_minutes=1.5",
+                 "run.exploitability_every_seconds=10", "roles.main_agent.snapshot_every_steps=5000",
+                 "serve.port=8151")
+    assert "NashConv" in out  # the progress line shows the published policy's exact NashConv
+    with LeagueStore(tmp_path, create=False) as store:
+        measured = store.measurements(measures.NASH_CONV)
+        (learner,) = store.learners()
+        snapshots = [a for a in store.agents() if a.agent_id.startswith("main_agent-0-")]
+    assert len(measured) >= 2 and len(snapshots) >= 2
+    # every measure is a NashConv (in [0, 2] for a game of returns in [-1, 1]); the published one never
+    # rises (a published snapshot stays unless one measures lower) and ends below uniform play's
+    values = [m["value"] for m in measured]
+    assert all(0.0 <= v <= 2.0 for v in values)
+    assert all(b <= a + 1e-9 for a, b in zip(values, values[1:])), values
+    assert values[-1] < UNIFORM_TIC_TAC_TOE - 0.07, values
+    launch("--config", "configs/tic_tac_toe.yaml", f"run.storage={tmp_path}", "run.max_minutes=0.5",
+           "serve.port=8151")
+    with LeagueStore(tmp_path, create=False) as store:
+        (again,) = store.learners()
+    # resumed from its checkpoint: half a minute more goes on from where it stopped (a fresh start
+    # would count from version 0 again)
+    assert again["version"] > learner["version"] and again["step"] > learner["step"]
+
+
+TAKEAWAY = "pettingzoo:tests.data.takeaway:env"
+
+
+def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_is_measured_exactly(tmp_path):
+    """The example config with its game line changed, as a user would: its roles learn with search, and
+    the game's positions enumerate, so the published mixture's NashConv is exact."""
+    config = tmp_path / "config.yaml"
+    text = (ROOT / "examples/dots_and_boxes/config_pettingzoo.yaml").read_text()
+    lines = [f'game: {{name: "{TAKEAWAY}"}}' if line.startswith("game:") else line for line in text.splitlines()]
+    config.write_text("\n".join(lines) + "\n")
+    cadence = [f"roles.{role}.snapshot_every_steps=2000" for role in ("main_agent", "main_exploiter", "league_exploiter")]
+    launch("--config", str(config), f"run.storage={tmp_path / 'run'}", "run.max_minutes=1.5",
+           "run.exploitability_every_seconds=10", "serve.port=8152", "rollout.envs_per_worker=32", *cadence,
+           "roles.main_exploiter.min_steps_before_snapshot=1000", "roles.league_exploiter.min_steps_before_snapshot=1000")
+    with LeagueStore(tmp_path / "run", create=False) as store:
+        assert store.get_meta("game") == TAKEAWAY
+        measured = store.measurements(measures.NASH_CONV)
+        learners = store.learners()
+    assert measured and all(0.0 <= m["value"] <= 2.0 for m in measured)
+    assert learners and all(l["step"] > 0 for l in learners)
+
+
+def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_network_alone(tmp_path):
+    storage = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "actors.launch", "--config", "configs/connect_four_search.yaml",
+                             f"run.storage={storage}", "run.max_minutes=1.5", "serve.port=8153",
+                             "policy.hidden=[32,32]", "search_learner.simulations=4", "search_learner.considered=4",
+                             "rollout.envs_per_worker=32", "rollout.steps_per_batch=256",
+                             "roles.main_agent.snapshot_every_steps=1000", "evaluator.games_per_pair=16",
+                             "evaluator.anchor_every_seconds=1000"],
+                            cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    import pyspiel
+
+    state = pyspiel.load_game("connect_four").new_initial_state()
+    obs, mask = [state.observation_tensor(0)], [state.legal_actions_mask(0)]
+    answer = None
+    try:
+        import time
+
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None and answer is None:
+            time.sleep(3)
+            try:
+                r = requests.post("http://127.0.0.1:8153/nash/act", timeout=30,
+                                  json={"observations": obs, "legal_masks": mask, "seed": 1})
+            except requests.ConnectionError:
+                continue
+            if r.status_code == 200:
+                answer = r.json()
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    assert answer is not None and 0 <= answer["actions"][0] < 7, out[-3000:]
+    with LeagueStore(storage, create=False) as store:
+        (learner,) = store.learners()
+    assert learner["step"] > 0 and learner["version"] > 0
+    exported = subprocess.run([sys.executable, "-m", "serve.export", "--storage", str(storage), "--out",
+                               str(tmp_path / "onnx")], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    manifest = json.loads((tmp_path / "onnx" / "policy.json").read_text())
+    import onnxruntime as ort
+
+    member = manifest["members"][0]
+    session = ort.InferenceSession(str(tmp_path / "onnx" / member["file"]))
+    feeds = {i.name: v for i, v in zip(session.get_inputs(), (np.asarray(obs, np.float32), np.asarray(mask, bool)))}
+    logits = session.run(None, feeds)[0]
+    assert logits.shape == (1, 7) and np.isfinite(logits).all()
