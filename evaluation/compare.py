@@ -1,11 +1,14 @@
-"""League vs self-play at equal wall-clock time, on several games and seeds.
+"""League vs self-play, or one config vs another, at equal wall-clock time, on several games and seeds.
 
     python -m evaluation.compare --game kuhn_poker|leduc_poker|connect_four|all
         [--game ...] [--minutes 10] [--seeds 3] [--probe-steps 600000] [--storage DIR]
+    python -m evaluation.compare [--game GAME] --config PATH [--versus PATH] [...the same options]
 
-For each game, both sides start from the same shipped config, ``configs/<game>.yaml``:
+For each game, both sides start from the same config, ``configs/<game>.yaml`` (``--config PATH``
+instead: one game, ``--game`` then only names its folder under ``--storage`` and defaults to the
+config's file name):
 
-- **league**: the config as shipped, with its roles;
+- **league**: the config as is, with its roles;
 - **self-play**: the same config with only the roles and what is published
   changed (``SELFPLAY_OVERRIDES``: the main role samples ``self``, every other
   role's count is 0, ``evaluator.publish=nash``), so learner
@@ -13,6 +16,14 @@ For each game, both sides start from the same shipped config, ``configs/<game>.y
   snapshot cadence are the same; it publishes the meta-game Nash over its own
   snapshots (the league side of ``configs/leduc_poker.yaml`` publishes the least
   exploitable mixture of its snapshots instead).
+
+With ``--versus PATH`` the second side runs that config as is instead of self-play (no
+``SELFPLAY_OVERRIDES``; the search learner's config against the PPO one of a game, say): two
+configs side by side from the same seeds, each side named after its config's file name
+(``configs/connect_four_search.yaml``: ``connect_four_search``; two configs of one name are
+refused). Both configs must play the same game with the same params (refused before any run
+otherwise); ``--set`` reaches both sides in either mode. Below, "the league" and "self-play" are
+the first and the second side.
 
 Each run goes through the real launcher (``python -m actors.launch``) in a
 fresh storage folder for ``--minutes``, the sides alternating with the same
@@ -55,8 +66,25 @@ per game, printed when that game is done::
      "search": {"simulations", ..., "anchors": {...as anchors...}}  # with search only
     }
 
-with ``env_steps_per_s`` and ``trained_agent_steps_per_s`` (agent decisions the learners trained
-on; median and values) in each side's record.
+with ``env_steps_per_s``, ``trained_agent_steps_per_s`` (agent decisions the learners trained
+on) and ``learner_updates_per_s`` (the learners' final versions summed: one an update, one an
+exploiter's reset) in each side's record (median and values; all over the run's seconds). A side
+with a search learner (``roles.<role>.learner: search``) also reports ``positions_searched_per_s``:
+those learners' trained decisions per second, since every decision a search learner trains on is
+the root of one search its rollout worker ran (a move of the learner's, searched).
+
+With ``--versus`` the line names the sides by their labels instead, and says which config each
+ran (paths relative to the repository where they lie in it)::
+
+    {"bench": "config_vs_config", "game": ..., "minutes": ..., "seeds": [...], "measure": ...,
+     "sides": {"first": {"label": "connect_four_search", "config": "configs/connect_four_search.yaml"},
+               "second": {"label": "connect_four_ppo", "config": "configs/connect_four_ppo.yaml"}},
+     "connect_four_search": {...a side's record...}, "connect_four_ppo": {...},
+     "head_to_head": {...},  # the first side's score against the second
+     "anchors": {"mcts:100": {"connect_four_search": {...}, "connect_four_ppo": {...}}, ...}, ...}
+
+(no ``config`` or ``selfplay_overrides`` keys: neither side is self-play; a label that is one of
+the line's own keys, ``REPORT_KEYS``, is refused).
 
 With ``--storage DIR`` the stores are kept in ``DIR/GAME/SIDE-seedN``, each with the run's
 record beside it (``SIDE-seedN.run.json``: its seconds, minutes and the config it played by,
@@ -69,7 +97,10 @@ are then of a run at another time, not side by side (``selfplay_from`` in the JS
 measures kept runs alone: runs made on another machine (a GPU machine lent for minutes, say) are
 measured where CPU time is cheap, with the same seeds and budgets as there. A kept store
 without its record (kept before records were written) takes its seconds from the store itself,
-the coordinator's start to its last write.
+the coordinator's start to its last write. With ``--versus`` the kept sides are taken with
+``--first-from DIR`` and ``--second-from DIR`` (stores ``DIR/GAME/LABEL-seedN``, JSON keys
+``first_from``, ``second_from``); ``--league-from``/``--selfplay-from`` are refused there, and the
+first two without ``--versus``.
 
 Lower is better for the measure. Run it alone under the Ray lock; a real table
 (three games, 3 seeds, 10-30 minutes each) takes hours. Ctrl-C or SIGTERM stops the
@@ -119,7 +150,61 @@ MAIN = next(name for name, c in ROLE_CONFIGS.items() if c.main)
 SELFPLAY_OVERRIDES = (f"roles.{MAIN}.sampling=self", *(f"roles.{name}.count=0" for name in ROLE_CONFIGS if name != MAIN),
                       "evaluator.publish=nash")
 BENCH_KEYS = ("run.storage", "run.seed", "run.max_minutes")  # the bench sets these per run
+# the JSON line's own keys: a side's label (its config's file name, with --versus) must be none of them
+REPORT_KEYS = ("bench", "game", "minutes", "seeds", "measure", "config", "sides", "selfplay_overrides", "set",
+               "league_from", "selfplay_from", "first_from", "second_from", "probe_steps", "probe_eval_episodes",
+               "anchors", "anchor_games", "search", "head_to_head", "random_play", "seconds")
+KEPT_KEYS = ("league_from", "selfplay_from", "first_from", "second_from")  # --SIDE-from, both modes
 Z95 = 1.959964
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """One side of a comparison: its label (its record's key in the JSON line, its stores' folder
+    name ``LABEL-seedN``), the config it runs, the overrides that make it this side over that config
+    (self-play's ``SELFPLAY_OVERRIDES``; none for a config run as is) and the option that takes it
+    from kept stores instead (``--SIDE-from``)."""
+
+    label: str
+    config: Path
+    overrides: tuple[str, ...] = ()
+    kept_option: str = ""
+
+    @property
+    def kept_key(self) -> str:
+        """The kept option as an argparse attribute and a JSON key: ``--first-from`` -> ``first_from``."""
+        return self.kept_option.removeprefix("--").replace("-", "_")
+
+
+def comparison(config: str | os.PathLike, versus: str | os.PathLike | None = None) -> tuple[Side, Side]:
+    """The two sides, in run order's pairing (the first is the head-to-head's scorer): without
+    ``versus``, the league (``config`` as is) and self-play (``config`` with ``SELFPLAY_OVERRIDES``);
+    with it, ``config`` and ``versus`` as they are, labelled by their file names (ValueError where
+    the two have one name, or a name that is a key of the JSON line)."""
+    config = Path(config)
+    if versus is None:
+        return (Side(SIDES[0], config, (), "--league-from"),
+                Side(SIDES[1], config, tuple(SELFPLAY_OVERRIDES), "--selfplay-from"))
+    versus = Path(versus)
+    if config.stem == versus.stem:
+        raise ValueError(f"--versus {versus}: both sides' configs are named {config.stem!r} (their labels); "
+                         "copy one under another name")
+    for path in (config, versus):
+        if path.stem in REPORT_KEYS:
+            raise ValueError(f"{'--versus' if path is versus else '--config'} {path}: {path.stem!r} is a key of the "
+                             "JSON line; copy the config under another name")
+    return Side(config.stem, config, (), "--first-from"), Side(versus.stem, versus, (), "--second-from")
+
+
+def self_play_sides(sides: Sequence[Side]) -> bool:
+    """Whether ``sides`` are league against self-play (not two configs, ``--versus``)."""
+    return sides[1].overrides == tuple(SELFPLAY_OVERRIDES)
+
+
+def shown(path: Path) -> str:
+    """A config's path as the JSON shows it: relative to the repository where it lies in it."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def say(text: str) -> None:
@@ -127,15 +212,21 @@ def say(text: str) -> None:
 
 
 # ----------------------------------------------------------------------------
-# Pure helpers (tests/test_bench_league_vs_selfplay.py)
+# Pure helpers (tests/test_compare.py)
 # ----------------------------------------------------------------------------
 def config_path(game: str) -> Path:
     return CONFIGS / f"{game}.yaml"
 
 
-def parse_games(values: Sequence[str] | None) -> list[str]:
+def parse_games(values: Sequence[str] | None, config: str | os.PathLike | None = None) -> list[str]:
     """The games of repeated ``--game`` values, ``all`` meaning the three of ALL_GAMES;
-    duplicates dropped, order kept. A game needs a shipped ``configs/<game>.yaml``."""
+    duplicates dropped, order kept. A game needs a shipped ``configs/<game>.yaml``. With ``config``
+    (``--config``) one game, whose ``--game`` names only its folder (no shipped config needed),
+    by default the config's file name."""
+    if config is not None:
+        if values and (len(values) > 1 or values[0] == "all"):
+            raise ValueError(f"--config {config}: one game's config; give at most one --game (its folder's name)")
+        return [values[0] if values else Path(config).stem]
     games: list[str] = []
     for value in values or ["kuhn_poker"]:
         for game in ALL_GAMES if value == "all" else [value]:
@@ -157,25 +248,31 @@ def check_extra_overrides(extra: Sequence[str]) -> None:
             raise ValueError(f"--set {key}: the bench sets {', '.join(BENCH_KEYS)} itself")
 
 
-def run_overrides(side: str, *, minutes: float, storage: str | os.PathLike, seed: int,
+def run_overrides(side: str | Side, *, minutes: float, storage: str | os.PathLike, seed: int,
                   extra: Sequence[str] = ()) -> list[str]:
     """The launcher's dotted overrides for one run: the shared ones (``extra``), the
-    side's roles (self-play only), then the run's own budget, storage and seed."""
-    if side not in SIDES:
+    side's own (self-play's roles; none for a config run as is), then the run's own budget,
+    storage and seed. ``side``: a ``Side``, or a name of SIDES (league against self-play)."""
+    if isinstance(side, Side):
+        roles = list(side.overrides)
+    elif side in SIDES:
+        roles = list(SELFPLAY_OVERRIDES) if side == "selfplay" else []
+    else:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
-    roles = list(SELFPLAY_OVERRIDES) if side == "selfplay" else []
     minutes_text = f"{minutes:.6f}".rstrip("0").rstrip(".")  # YAML reads "1e-05" as a string
     return [*extra, *roles, f"run.max_minutes={minutes_text}", f"run.storage={storage}", f"run.seed={seed}",
             "run.progress_every_seconds=30"]
 
 
-def run_order(seeds: Sequence[int]) -> list[tuple[int, str]]:
+def run_order(seeds: Sequence[int], sides: Sequence[Any] = SIDES) -> list[tuple[int, Any]]:
     """(seed, side) in the order the runs go: the sides alternate, seed by seed, so a slow drift
     of the machine's speed falls on both, and which side goes first alternates with the seed
-    (the league on odd seeds, self-play on even ones), so whatever the first run of a pair meets
-    (what the run before left running, a cold cache) falls on both sides too. By the seed's own
-    parity, so separate invocations (``--first-seed``) keep the same order."""
-    return [(seed, side) for seed in seeds for side in (SIDES if seed % 2 else SIDES[::-1])]
+    (the first side, the league, on odd seeds, the second, self-play or ``--versus``, on even
+    ones), so whatever the first run of a pair meets (what the run before left running, a cold
+    cache) falls on both sides too. By the seed's own parity, so separate invocations
+    (``--first-seed``) keep the same order."""
+    first, second = sides
+    return [(seed, side) for seed in seeds for side in ((first, second) if seed % 2 else (second, first))]
 
 
 def summary(values: Sequence[float]) -> dict[str, Any]:
@@ -256,30 +353,60 @@ def validate_args(args: argparse.Namespace) -> None:
     if not (0.0 <= args.rollout_weight <= 1.0):
         raise ValueError(f"--rollout-weight must be in [0, 1], got {args.rollout_weight}")
     check_extra_overrides(args.set)
-    for side in SIDES:
-        folder = kept_option(args, side)
+    for name in ("config", "versus"):
+        path = getattr(args, name)
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"--{name} {path}: no such file")
+    # the kept sides' options are named after the sides: the league and self-play, or first and second
+    versus = args.versus is not None
+    for key in ("first_from", "second_from") if not versus else ("league_from", "selfplay_from"):
+        if getattr(args, key) is not None:
+            option = "--" + key.replace("_", "-")
+            raise ValueError(f"{option}: only without --versus (with it: --first-from, --second-from)" if versus else
+                             f"{option}: only with --versus (league against self-play: --league-from, --selfplay-from)")
+    for key in KEPT_KEYS:
+        folder = getattr(args, key)
         if folder is not None and not Path(folder).is_dir():
-            raise ValueError(f"--{side}-from {folder}: no such folder")
+            raise ValueError(f"--{key.replace('_', '-')} {folder}: no such folder")
 
 
 # ----------------------------------------------------------------------------
 # Runs and measurements
 # ----------------------------------------------------------------------------
-def check_configs(game: str, extra: Sequence[str]) -> tuple[str, dict, bool]:
+def check_configs(game: str, extra: Sequence[str], sides: Sequence[Side] | None = None) -> tuple[str, dict, bool]:
     """Load both sides' configs as the launcher will (a bad value stops the bench before
-    any run, naming the key); (game name, game params, exact evaluation supported)."""
-    cfgs = {side: load_config(config_path(game), run_overrides(side, minutes=1, storage="unused", seed=0, extra=extra))
-            for side in SIDES}
-    cfg = cfgs["selfplay"]
-    if getattr(cfg.roles, MAIN).count < 1:
-        raise ValueError(f"configs/{game}.yaml: self-play needs roles.{MAIN}.count >= 1")
-    if cfgs["league"] == cfg:
-        raise ValueError(f"configs/{game}.yaml already is self-play (no exploiters, the main agent plays itself, the meta-game Nash "
-                         "published): "
-                         "nothing to compare; give the league side roles with --set, e.g. "
-                         "--set roles.ROLE.count=1 for an exploiter role (the self-play side keeps none)")
+    any run, naming the key); (game name, game params, exact evaluation supported). ``sides``
+    (``comparison``; by default league against self-play from ``configs/<game>.yaml``): self-play
+    needs a main agent and a league side that differs from it; two configs (``--versus``) must
+    play the same game with the same params (a ``UsageError`` naming both otherwise)."""
+    first, second = sides or comparison(config_path(game))
+    cfgs = [load_config(side.config, run_overrides(side, minutes=1, storage="unused", seed=0, extra=extra))
+            for side in (first, second)]
+    if self_play_sides((first, second)):
+        where = shown(first.config)
+        cfg = cfgs[1]
+        if getattr(cfg.roles, MAIN).count < 1:
+            raise ValueError(f"{where}: self-play needs roles.{MAIN}.count >= 1")
+        if cfgs[0] == cfg:
+            raise ValueError(f"{where} already is self-play (no exploiters, the main agent plays itself, the meta-game "
+                             "Nash published): nothing to compare; give the league side roles with --set, e.g. "
+                             "--set roles.ROLE.count=1 for an exploiter role (the self-play side keeps none)")
+    else:
+        played = [(c.game.name, dict(c.game.kwargs)) for c in cfgs]
+        if played[0] != played[1]:
+            text = [f"{n} {json.dumps(k, sort_keys=True, default=str)}" if k else n for n, k in played]
+            raise UsageError(f"--versus {shown(second.config)}", f"plays {text[1]}, --config {shown(first.config)} "
+                                                                  f"plays {text[0]}; both sides must play one game")
+        cfg = cfgs[0]
     info = game_info(cfg.game.name, **cfg.game.kwargs)
     return cfg.game.name, dict(cfg.game.kwargs), bool(info.supports_exact)
+
+
+def searched_roles(side: Side, extra: Sequence[str]) -> tuple[str, ...]:
+    """The roles of ``side``'s run whose learner is the search learner (``roles.<role>.learner:
+    search``) and that have learners."""
+    cfg = load_config(side.config, run_overrides(side, minutes=1, storage="unused", seed=0, extra=extra))
+    return tuple(name for name, role in cfg.roles.items() if role.count > 0 and role.learner == "search")
 
 
 def wait_or_stop(proc: subprocess.Popen, grace_s: float = 120.0) -> int:
@@ -298,10 +425,11 @@ def wait_or_stop(proc: subprocess.Popen, grace_s: float = 120.0) -> int:
         raise
 
 
-def launch(game: str, overrides: list[str]) -> float:
-    """One league run through the real launcher; its output goes to our stderr. Seconds taken."""
+def launch(config: Path, overrides: list[str]) -> float:
+    """One league run of ``config`` through the real launcher; its output goes to our stderr.
+    Seconds taken."""
     env = dict(os.environ, RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE", "disabled"))
-    cmd = [sys.executable, "-m", "actors.launch", "--config", str(config_path(game)), *overrides]
+    cmd = [sys.executable, "-m", "actors.launch", "--config", str(Path(config).resolve()), *overrides]
     t0 = time.perf_counter()
     code = wait_or_stop(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sys.stderr, stderr=sys.stderr))
     if code != 0:
@@ -339,24 +467,42 @@ def stored_rates(storage: Path, run_seconds: float) -> dict[str, float]:
                 "trained_agent_steps_per_s": sum(float(r["step"]) for r in run.store.learners()) / seconds}
 
 
+def learner_rates(storage: Path, run_seconds: float, searched: Sequence[str] = ()) -> dict[str, float]:
+    """Over the run's wall-clock seconds, start-up included: the learners' updates (their final
+    versions summed, as the store keeps them: one an update, one an exploiter's reset), and with
+    ``searched`` (``searched_roles``) the positions those roles' learners searched: their trained
+    decisions, each the root of one search (a search learner trains on its searched moves alone)."""
+    seconds = max(run_seconds, 1e-9)
+    with StoredRun(storage) as run:
+        learners = run.store.learners()
+    out = {"learner_updates_per_s": sum(float(r["version"]) for r in learners) / seconds}
+    if searched:
+        out["positions_searched_per_s"] = sum(float(r["step"]) for r in learners if r["role"] in searched) / seconds
+    return out
+
+
 RUN_RECORD = ".run.json"
 # a main agent that plays only itself reads none of its opponent mix
 SELF_PLAY_KEYS = ("count", "sampling", "snapshot_every_steps", "objective")
 
 
-def played_config(game: str, side: str, extra: Sequence[str]) -> dict:
+def played_config(game: str, side: str | Side, extra: Sequence[str]) -> dict:
     """What a side's run plays by: its config without the bench's per-run keys, the keys a main
     agent that plays only itself never reads, and the settings of roles it has none of. Two
     self-play runs with equal ``played_config`` train alike, whatever ``--set`` changed the
-    league side's mix."""
-    cfg = dataclasses.asdict(load_config(config_path(game), run_overrides(side, minutes=1, storage="unused", seed=0,
-                                                                           extra=extra)))
+    league side's mix. ``side``: a ``Side``, or a name of SIDES (from ``configs/<game>.yaml``)."""
+    if not isinstance(side, Side):
+        side = {s.label: s for s in comparison(config_path(game))}[side]
+    cfg = dataclasses.asdict(load_config(side.config, run_overrides(side, minutes=1, storage="unused", seed=0,
+                                                                     extra=extra)))
     cfg.pop("run")
     for name, role in cfg["roles"].items():
         if role["count"] == 0:
             cfg["roles"][name] = {"count": 0}
         elif name == MAIN and role["sampling"] == "self":
-            cfg["roles"][name] = {k: role[k] for k in SELF_PLAY_KEYS}
+            # the learner too where it is not PPO's, so records written before it was a key still match
+            keys = SELF_PLAY_KEYS + (("learner",) if role["learner"] != "ppo" else ())
+            cfg["roles"][name] = {k: role[k] for k in keys}
     return json.loads(json.dumps(cfg, sort_keys=True, default=str))
 
 
@@ -393,23 +539,23 @@ def kept_run(storage: Path, minutes: float, config: dict, option: str = "--selfp
     return last - starts[0]["time"]
 
 
-def kept_option(args: argparse.Namespace, side: str) -> str | None:
-    """The folder ``--SIDE-from`` names, or None."""
-    return getattr(args, f"{side}_from")
+def kept_option(args: argparse.Namespace, side: Side) -> str | None:
+    """The folder ``side``'s ``--SIDE-from`` names, or None."""
+    return getattr(args, side.kept_key)
 
 
-def kept_stores(game: str, args: argparse.Namespace, side: str) -> dict[int, tuple[Path, float]]:
+def kept_stores(game: str, args: argparse.Namespace, side: Side) -> dict[int, tuple[Path, float]]:
     """``--SIDE-from``: each seed's kept store of ``side`` and its run's seconds (``kept_run``;
     ValueError before any run where one is missing or played by another config); {} without it."""
     if kept_option(args, side) is None:
         return {}
     config = played_config(game, side, args.set)
-    stores = {seed: kept_folder(args, game, side) / f"{side}-seed{seed}"
+    stores = {seed: kept_folder(args, game, side) / f"{side.label}-seed{seed}"
               for seed in range(args.first_seed, args.first_seed + args.seeds)}
-    return {seed: (store, kept_run(store, args.minutes, config, f"--{side}-from")) for seed, store in stores.items()}
+    return {seed: (store, kept_run(store, args.minutes, config, side.kept_option)) for seed, store in stores.items()}
 
 
-def kept_folder(args: argparse.Namespace, game: str, side: str) -> Path:
+def kept_folder(args: argparse.Namespace, game: str, side: Side) -> Path:
     """Where ``--SIDE-from`` keeps ``game``'s stores of ``side``."""
     return Path(kept_option(args, side)).resolve() / game
 
@@ -487,24 +633,29 @@ def anchor_scores(game: str, params: dict, storage: Path, anchors: Sequence[str]
     return plain, ({a: done[a, False] for a in anchors} if search is not None else {})
 
 
-def search_spec(game: str, name: str, params: dict, args: argparse.Namespace):
+def search_spec(game: str, name: str, params: dict, args: argparse.Namespace, sides: Sequence[Side] | None = None):
     """The search both mixtures are also scored with: ``--search`` if given (ValueError where the
-    game cannot be searched), else the config's ``search`` section where it is on, else None."""
+    game cannot be searched), else the config's ``search`` section where it is on (with two configs,
+    the first's where on, else the second's), else None."""
     if args.search:
         try:
             check_searchable(load_two_player_zero_sum(name, params or None))
         except Exception as exc:  # not an OpenSpiel game at all, or not one search can play
             raise ValueError(f"--search: {str(exc).splitlines()[0]}") from None
         return SearchSpec(simulations=args.search, rollout_weight=args.rollout_weight)
-    cfg = load_config(config_path(game), list(args.set)).search
-    return cfg if cfg.simulations else None
+    for config in dict.fromkeys(side.config for side in sides or comparison(config_path(game))):
+        cfg = load_config(config, list(args.set)).search
+        if cfg.simulations:
+            return cfg
+    return None
 
 
 def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage: Path, episodes: int,
                  seed: int, num_envs: int = 256, agent: str | None = None) -> dict:
-    """The league mixture's mean score in [0, 1] against the self-play mixture: each league
-    member plays whole games (seats alternated) against the self-play mixture, which draws
-    one member per game; members' episodes by Nash weight, weighted back by Nash weight.
+    """The league mixture's mean score in [0, 1] against the self-play mixture (any first run's
+    against a second's): each league member plays whole games (seats alternated) against the
+    self-play mixture, which draws one member per game; members' episodes by Nash weight,
+    weighted back by Nash weight.
     ``agent``: the snapshot of that id in each store plays instead of its mixture (two runs'
     main agents after the same number of decisions trained on, say)."""
     _, league_models, league_w = load_subject(league_storage, agent)
@@ -524,40 +675,49 @@ def head_to_head(game: str, params: dict, league_storage: Path, selfplay_storage
 
 
 def bench_game(game: str, args: argparse.Namespace, root: Path, search=None,
-               kept: dict[str, dict[int, tuple[Path, float]]] | None = None) -> dict:
+               kept: dict[str, dict[int, tuple[Path, float]]] | None = None,
+               sides: Sequence[Side] | None = None) -> dict:
     """Both sides' runs and measures for one game; ``search`` (``search_spec``) scores the mixtures
-    with search too; ``kept`` (a side's ``kept_stores``) gives that side's stores instead of runs."""
+    with search too; ``kept`` (a side's ``kept_stores``, by label) gives that side's stores instead
+    of runs; ``sides`` (``comparison``): by default league against self-play from ``configs/<game>.yaml``."""
     kept = kept or {}
-    name, params, exact = check_configs(game, args.set)
+    sides = tuple(sides or comparison(config_path(game)))
+    first, second = sides
+    labels = [side.label for side in sides]
+    name, params, exact = check_configs(game, args.set, sides)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     t_start = time.perf_counter()
     if args.anchors is not None:
         anchors = args.anchors
     else:  # MCTS on perfect-information OpenSpiel games, else the config's own (battle: uniform, scripted)
-        anchors = default_anchors(name, params) or list(load_config(config_path(game), list(args.set)).anchors)
-    sides: dict[str, dict[str, list]] = {s: {"values": [], "support": [], "ci95": [], "run_seconds": [],
-                                             "measure_seconds": [], "env_steps_per_s": [],
-                                             "trained_agent_steps_per_s": [],
-                                             "anchors": {a: [] for a in anchors},
-                                             "search_anchors": {a: [] for a in anchors}} for s in SIDES}
+        anchors = default_anchors(name, params) or list(load_config(first.config, list(args.set)).anchors)
+    searched = {side.label: searched_roles(side, args.set) for side in sides}
+    recs: dict[str, dict[str, list]] = {
+        side.label: {"values": [], "support": [], "ci95": [], "run_seconds": [], "measure_seconds": [],
+                     "env_steps_per_s": [], "trained_agent_steps_per_s": [], "learner_updates_per_s": [],
+                     **({"positions_searched_per_s": []} if searched[side.label] else {}),
+                     "anchors": {a: [] for a in anchors}, "search_anchors": {a: [] for a in anchors}}
+        for side in sides}
     search = search if anchors else None
     stores: dict[tuple[str, int], Path] = {}
     measure_name = "nash_conv" if exact else "approx_exploitability"
-    for seed, side in run_order(seeds):
-        if kept.get(side):
-            storage, run_s = kept[side][seed]
-            say(f"{game} {side} seed {seed}: kept in {storage} ({run_s:.0f} s run)")
+    for seed, side in run_order(seeds, sides):
+        label = side.label
+        if kept.get(label):
+            storage, run_s = kept[label][seed]
+            say(f"{game} {label} seed {seed}: kept in {storage} ({run_s:.0f} s run)")
         else:
-            storage = root / game / f"{side}-seed{seed}"
-            say(f"{game} {side} seed {seed}: {args.minutes:g} min run in {storage}")
-            run_s = launch(game, run_overrides(side, minutes=args.minutes, storage=storage, seed=seed, extra=args.set))
+            storage = root / game / f"{label}-seed{seed}"
+            say(f"{game} {label} seed {seed}: {args.minutes:g} min run in {storage}")
+            run_s = launch(side.config, run_overrides(side, minutes=args.minutes, storage=storage, seed=seed,
+                                                      extra=args.set))
             if args.storage is not None:
                 write_run_record(storage, run_s, args.minutes, played_config(game, side, args.set))
-        stores[side, seed] = storage
+        stores[label, seed] = storage
         t0 = time.perf_counter()
         m = measure(name, params, exact, storage, args.probe_steps, args.probe_eval_episodes, seed)
         measure_s = time.perf_counter() - t0
-        rec = sides[side]
+        rec = recs[label]
         rec["values"].append(m["value"])
         rec["support"].append(m["support"])
         rec["ci95"].append(m.get("ci95"))
@@ -565,49 +725,59 @@ def bench_game(game: str, args: argparse.Namespace, root: Path, search=None,
         rec["measure_seconds"].append(round(measure_s, 1))
         for key, rate in stored_rates(storage, run_s).items():
             rec[key].append(round(rate, 1))
-        scores, searched = (anchor_scores(name, params, storage, anchors, args.anchor_games, seed, search, args.jobs)
-                            if anchors else ({}, {}))
+        for key, rate in learner_rates(storage, run_s, searched[label]).items():
+            rec[key].append(round(rate, 3 if key == "learner_updates_per_s" else 1))  # updates/s: often below 1
+        scores, searched_scores = (anchor_scores(name, params, storage, anchors, args.anchor_games, seed, search,
+                                                 args.jobs) if anchors else ({}, {}))
         for a, score in scores.items():
             rec["anchors"][a].append(score)
-        for a, score in searched.items():
+        for a, score in searched_scores.items():
             rec["search_anchors"][a].append(score)
-        say(f"{game} {side} seed {seed}: {measure_name} {m['value']:.4f}"
+        say(f"{game} {label} seed {seed}: {measure_name} {m['value']:.4f}"
             + (f" [{m['ci95'][0]:.4f}, {m['ci95'][1]:.4f}]" if "ci95" in m else "")
             + f" (Nash support {m['support']}; run {run_s:.0f} s, measure {measure_s:.0f} s; "
-            + f"{rec['env_steps_per_s'][-1]:.0f} env steps/s)"
+            + f"{rec['env_steps_per_s'][-1]:.0f} env steps/s, {rec['learner_updates_per_s'][-1]:.2f} updates/s)"
             + "".join(f"; vs {a} {score:.3f}" for a, score in scores.items())
-            + "".join(f"; with search vs {a} {score:.3f}" for a, score in searched.items()))
-    out: dict[str, Any] = {"bench": "league_vs_selfplay", "game": name, "minutes": args.minutes, "seeds": seeds,
-                           "measure": measure_name, "config": f"configs/{game}.yaml",
-                           "selfplay_overrides": list(SELFPLAY_OVERRIDES), "set": list(args.set)}
-    for side in SIDES:
-        if kept.get(side):
-            out[f"{side}_from"] = str(kept_folder(args, game, side))
+            + "".join(f"; with search vs {a} {score:.3f}" for a, score in searched_scores.items()))
+    self_play = self_play_sides(sides)
+    out: dict[str, Any] = {"bench": "league_vs_selfplay" if self_play else "config_vs_config", "game": name,
+                           "minutes": args.minutes, "seeds": seeds, "measure": measure_name}
+    if self_play:
+        out.update(config=shown(first.config), selfplay_overrides=list(SELFPLAY_OVERRIDES))
+    else:  # which config each label ran
+        out["sides"] = {pos: {"label": side.label, "config": shown(side.config)}
+                        for pos, side in zip(("first", "second"), sides)}
+    out["set"] = list(args.set)
+    for side in sides:
+        if kept.get(side.label):
+            out[side.kept_key] = str(kept_folder(args, game, side))
     if not exact:
         out["probe_steps"] = args.probe_steps
         out["probe_eval_episodes"] = args.probe_eval_episodes
-    per_anchor = {side: sides[side].pop("anchors") for side in SIDES}
-    per_anchor_search = {side: sides[side].pop("search_anchors") for side in SIDES}
-    for side in SIDES:
-        rec = sides[side]
+    per_anchor = {label: recs[label].pop("anchors") for label in labels}
+    per_anchor_search = {label: recs[label].pop("search_anchors") for label in labels}
+    rate_keys = ("env_steps_per_s", "trained_agent_steps_per_s", "learner_updates_per_s", "positions_searched_per_s")
+    for label in labels:
+        rec = recs[label]
         if exact:
             rec.pop("ci95")
-        steps, trained = rec.pop("env_steps_per_s"), rec.pop("trained_agent_steps_per_s")
-        out[side] = {**summary(rec.pop("values")), **rec, "env_steps_per_s": summary(steps),
-                     "trained_agent_steps_per_s": summary(trained)}
+        rates = {key: summary(rec.pop(key)) for key in rate_keys if key in rec}
+        out[label] = {**summary(rec.pop("values")), **rec, **rates}
     if anchors:
-        out["anchors"] = {a: {side: summary(per_anchor[side][a]) for side in SIDES} for a in anchors}
+        out["anchors"] = {a: {label: summary(per_anchor[label][a]) for label in labels} for a in anchors}
         out["anchor_games"] = args.anchor_games
     if search is not None:
         out["search"] = {**dataclasses.asdict(search), "anchors": {
-            a: {side: summary(per_anchor_search[side][a]) for side in SIDES} for a in anchors}}
+            a: {label: summary(per_anchor_search[label][a]) for label in labels} for a in anchors}}
     if not exact:
         per_seed = []
         for seed in seeds:
             t0 = time.perf_counter()
-            h = head_to_head(name, params, stores["league", seed], stores["selfplay", seed], args.h2h_episodes, seed)
-            say(f"{game} head-to-head seed {seed}: league scores {h['score']:.4f} [{h['ci95'][0]:.4f}, "
-                f"{h['ci95'][1]:.4f}] over {h['episodes']} games ({time.perf_counter() - t0:.0f} s)")
+            h = head_to_head(name, params, stores[first.label, seed], stores[second.label, seed], args.h2h_episodes,
+                             seed)
+            say(f"{game} head-to-head seed {seed}: {first.label} scores {h['score']:.4f} [{h['ci95'][0]:.4f}, "
+                f"{h['ci95'][1]:.4f}] against {second.label} over {h['episodes']} games "
+                f"({time.perf_counter() - t0:.0f} s)")
             per_seed.append(h)
         score, ci = mean_of_estimates([(h["score"], h["ci95"]) for h in per_seed])
         s = summary([h["score"] for h in per_seed])
@@ -615,13 +785,13 @@ def bench_game(game: str, args: argparse.Namespace, root: Path, search=None,
                                "values": s["values"], "ci95_per_seed": [h["ci95"] for h in per_seed],
                                "episodes": [h["episodes"] for h in per_seed]}
     if params.get("teams") is not None:  # a team game: learning's pace beside random play's, in agent steps
-        envs = load_config(config_path(game), list(args.set)).rollout.envs_per_worker
+        envs = load_config(first.config, list(args.set)).rollout.envs_per_worker
         rand = random_stepping(name, params, envs)
         out["random_play"] = rand
-        for side in SIDES:  # agent steps of the league's env steps, at random play's agents per env step
-            med = out[side]["env_steps_per_s"]["median"]
-            out[side]["agent_steps_per_s_est"] = round(med * rand["agents_per_env_step"], 1)
-            out[side]["vs_random_play"] = round(med / rand["env_steps_per_s"], 3)
+        for label in labels:  # agent steps of the league's env steps, at random play's agents per env step
+            med = out[label]["env_steps_per_s"]["median"]
+            out[label]["agent_steps_per_s_est"] = round(med * rand["agents_per_env_step"], 1)
+            out[label]["vs_random_play"] = round(med / rand["env_steps_per_s"], 3)
     out["seconds"] = round(time.perf_counter() - t_start, 1)
     return out
 
@@ -630,10 +800,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     probe = ProbeConfig()
     parser = ArgumentParser(
         prog="python -m evaluation.compare",
-        description="League vs self-play from the same config at equal wall-clock time; one JSON line per game.")
+        description="League vs self-play from the same config, or one config vs another (--versus), at equal "
+                    "wall-clock time; one JSON line per game.")
     parser.add_argument("--game", action="append", metavar="GAME",
                         help=f"a game with a shipped configs/GAME.yaml, or all ({', '.join(ALL_GAMES)}); "
-                             "repeatable (default kuhn_poker)")
+                             "repeatable (default kuhn_poker); with --config, at most one: the name of its folder "
+                             "under --storage (default the config's file name)")
+    parser.add_argument("--config", metavar="PATH",
+                        help="the first side's config (default configs/GAME.yaml): the league's, or with --versus "
+                             "the first of the two")
+    parser.add_argument("--versus", metavar="PATH",
+                        help="the second side runs this config as is instead of self-play (one game, the same as "
+                             "--config's); the sides are named by their configs' file names")
     parser.add_argument("--minutes", type=float, default=10.0, help="wall-clock minutes of each run")
     parser.add_argument("--seeds", type=int, default=3, help="runs per side (seeds first-seed, first-seed+1, ...)")
     parser.add_argument("--first-seed", type=int, default=1)
@@ -667,13 +845,28 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="take the self-play side from the stores an earlier bench kept with --storage DIR "
                              "(same --minutes, self-play's config the same) instead of running it; its env steps/s "
                              "are then not side by side")
+    parser.add_argument("--first-from", metavar="DIR",
+                        help="with --versus: take the first side from the stores a bench kept with --storage DIR "
+                             "(DIR/GAME/LABEL-seedN) instead of running it, as --league-from does")
+    parser.add_argument("--second-from", metavar="DIR",
+                        help="with --versus: take the second side from kept stores, as --selfplay-from does")
     args = parser.parse_args(argv)
     try:
         validate_args(args)
-        args.games = parse_games(args.game)
+        args.games = parse_games(args.game, args.config)
+        if args.versus is not None:
+            if len(args.games) > 1:
+                raise ValueError(f"--versus {args.versus}: one game's config; give one --game")
+            game_sides(args.games[0], args)  # the two labels, before anything runs
     except ValueError as exc:
         parser.error(str(exc))
     return args
+
+
+def game_sides(game: str, args: argparse.Namespace) -> tuple[Side, Side]:
+    """``game``'s two sides under ``args``: from ``--config`` (else ``configs/<game>.yaml``), and
+    ``--versus`` where given."""
+    return comparison(args.config or config_path(game), args.versus)
 
 
 def main(argv=None) -> int:
@@ -684,15 +877,16 @@ def main(argv=None) -> int:
     keep = args.storage is not None
     root = Path(args.storage).resolve() if keep else Path(tempfile.mkdtemp(prefix="league_vs_selfplay_"))
     try:
-        searches, kept = {}, {}
+        searches, kept, sides = {}, {}, {}
         for game in args.games:  # before any run: a bad config or a used folder stops the bench at once
-            name, params, _ = check_configs(game, args.set)
-            searches[game] = search_spec(game, name, params, args)
+            sides[game] = game_sides(game, args)
+            name, params, _ = check_configs(game, args.set, sides[game])
+            searches[game] = search_spec(game, name, params, args, sides[game])
             if keep and (root / game).exists() and any((root / game).iterdir()):
                 raise ValueError(f"--storage {root}: {root / game} is not empty (the launcher would resume those runs)")
-            kept[game] = {side: kept_stores(game, args, side) for side in SIDES}
+            kept[game] = {side.label: kept_stores(game, args, side) for side in sides[game]}
         for game in args.games:
-            print(json.dumps(bench_game(game, args, root, searches[game], kept[game])), flush=True)
+            print(json.dumps(bench_game(game, args, root, searches[game], kept[game], sides[game])), flush=True)
     except UsageError as exc:
         return fail(exc)
     except (ConfigError, ValueError, RuntimeError) as exc:

@@ -100,6 +100,88 @@ def test_minutes_reach_the_launcher_as_a_number():
         assert load_config(None, [text]).run.max_minutes == pytest.approx(minutes)
 
 
+# ------------------------------------------------------ two configs (--versus)
+SEARCH, PPO = ROOT / "configs" / "connect_four_search.yaml", ROOT / "configs" / "connect_four_ppo.yaml"
+
+
+def test_versus_sides_are_named_by_their_configs_and_run_them_as_they_are(tmp_path):
+    first, second = bench.comparison(SEARCH, PPO)
+    assert (first.label, second.label) == ("connect_four_search", "connect_four_ppo")
+    assert (first.config, second.config) == (SEARCH, PPO)
+    assert (first.kept_option, second.kept_option) == ("--first-from", "--second-from")
+    assert not bench.self_play_sides((first, second))
+    assert bench.self_play_sides(bench.comparison(PPO))  # without --versus: league against self-play, as ever
+    extra = ["rollout.lanes=1"]
+    for side in (first, second):
+        overrides = bench.run_overrides(side, minutes=0.5, storage=tmp_path / side.label, seed=2, extra=extra)
+        own = [o for o in overrides if o.split("=", 1)[0] not in (*bench.BENCH_KEYS, "run.progress_every_seconds")]
+        assert own == extra  # the shared --set alone: no SELFPLAY_OVERRIDES on either side
+        cfg = load_config(side.config, overrides)
+        assert cfg.rollout.lanes == 1 and cfg.run.seed == 2 and cfg.run.max_minutes == 0.5
+        shipped = load_config(side.config)
+        assert cfg.roles == shipped.roles and cfg.evaluator == shipped.evaluator  # roles and publisher as shipped
+    assert load_config(first.config).roles.main_agent.learner == "search"
+    assert bench.searched_roles(first, []) == ("main_agent",) and bench.searched_roles(second, []) == ()
+    # --config alone: league against self-play from that config, the self-play side keeping its learner
+    league, selfplay = bench.comparison(SEARCH)
+    assert (league.label, selfplay.label, selfplay.overrides) == ("league", "selfplay", tuple(bench.SELFPLAY_OVERRIDES))
+    assert bench.played_config("connect_four", selfplay, [])["roles"]["main_agent"]["learner"] == "search"
+    assert "learner" not in bench.played_config("connect_four", "selfplay", [])["roles"]["main_agent"]  # as recorded
+
+
+def test_versus_labels_must_differ_and_not_be_keys_of_the_json_line(tmp_path):
+    with pytest.raises(ValueError, match="both sides' configs are named 'connect_four_ppo'"):
+        bench.comparison(PPO, tmp_path / "connect_four_ppo.yaml")
+    with pytest.raises(ValueError, match="'anchors' is a key of the JSON line"):
+        bench.comparison(SEARCH, tmp_path / "anchors.yaml")
+
+
+def test_two_configs_of_different_games_are_refused_in_one_line_before_any_run(tmp_path, capsys):
+    kuhn = ROOT / "configs" / "kuhn_poker.yaml"
+    with pytest.raises(bench.UsageError, match="plays kuhn_poker, --config configs/connect_four_search.yaml plays "
+                                               "connect_four; both sides must play one game"):
+        bench.check_configs("connect_four", [], bench.comparison(SEARCH, kuhn))
+    other = tmp_path / "kuhn_players.yaml"  # the same game's name, other params
+    other.write_text("game: {name: kuhn_poker, params: {players: 2}}\n")
+    with pytest.raises(bench.UsageError, match='plays kuhn_poker {"players": 2}, --config configs/kuhn_poker.yaml '
+                                               "plays kuhn_poker;"):
+        bench.check_configs("kuhn_poker", [], bench.comparison(kuhn, other))
+    assert bench.check_configs("kuhn_poker", [], bench.comparison(kuhn, ROOT / "configs" / "kuhn_selfplay.yaml")) == (
+        "kuhn_poker", {}, True)
+    assert bench.main(["--game", "connect_four", "--config", str(SEARCH), "--versus", str(kuhn),
+                       "--storage", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("nash-league: --versus ") and "plays kuhn_poker" in err, err
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())  # nothing ran
+
+
+def test_versus_options_are_checked_before_anything_runs(capsys, tmp_path):
+    args = bench.parse_args(["--game", "connect_four", "--config", str(SEARCH), "--versus", str(PPO)])
+    assert args.games == ["connect_four"]  # --game names the folder
+    assert bench.parse_args(["--config", str(SEARCH)]).games == ["connect_four_search"]  # by default the config's name
+    for argv, named in ((["--config", str(SEARCH), "--game", "a", "--game", "b"], "at most one --game"),
+                        (["--config", str(SEARCH), "--game", "all"], "at most one --game"),
+                        (["--versus", str(PPO), "--game", "connect_four", "--game", "kuhn_poker"], "give one --game"),
+                        (["--versus", str(tmp_path / "none.yaml")], "--versus"),
+                        (["--config", str(tmp_path / "none.yaml")], "--config"),
+                        (["--versus", str(PPO), "--game", "connect_four", "--league-from", str(tmp_path)],
+                         "--league-from: only without --versus"),
+                        (["--first-from", str(tmp_path)], "--first-from: only with --versus"),
+                        (["--config", str(SEARCH), "--versus", str(PPO), "--second-from", str(tmp_path / "no")],
+                         "--second-from")):
+        with pytest.raises(SystemExit) as exc:
+            bench.parse_args(argv)
+        assert exc.value.code == 2
+        assert named in capsys.readouterr().err, argv
+
+
+def test_two_configs_alternate_which_goes_first_by_the_seeds_parity():
+    first, second = bench.comparison(SEARCH, PPO)
+    assert bench.run_order([1, 2, 3], (first, second)) == [(1, first), (1, second), (2, second), (2, first),
+                                                           (3, first), (3, second)]
+    assert bench.run_order([4], ("a", "b")) == [(4, "b"), (4, "a")]
+
+
 # ------------------------------------------------------------- the launcher's run
 # A child that stops the way the launcher does: on SIGTERM it writes what it flushed, exits 0.
 FLUSHING_CHILD = """
@@ -302,6 +384,53 @@ def test_stored_rates_are_the_env_step_counter_and_the_learners_steps_over_the_r
         store.save_learner("main_exploiter-0", "main_exploiter", 1, 3000, None)
     assert bench.stored_rates(tmp_path / "run", 60.0) == pytest.approx(
         {"env_steps_per_s": 200.0, "trained_agent_steps_per_s": 200.0})
+
+
+def test_learner_rates_are_the_learners_versions_and_the_search_learners_steps_over_the_run_seconds(tmp_path):
+    with LeagueStore(tmp_path / "run") as store:
+        store.set_meta("game", "connect_four")
+        store.save_learner("main_agent-0", "main_agent", 30, 9000, None)  # a search learner: 9,000 searched roots
+        store.save_learner("main_exploiter-0", "main_exploiter", 6, 3000, None)  # PPO: its steps are not searched
+    assert bench.learner_rates(tmp_path / "run", 60.0) == pytest.approx({"learner_updates_per_s": 0.6})
+    assert bench.learner_rates(tmp_path / "run", 60.0, ("main_agent",)) == pytest.approx(
+        {"learner_updates_per_s": 0.6, "positions_searched_per_s": 150.0})
+
+
+def test_two_kept_configs_are_measured_under_their_labels_with_their_learners_pace(tmp_path):
+    """``--versus`` with ``--first-from`` and ``--second-from``: nothing runs; each label's record
+    comes from its own kept store, the JSON line says which config each ran, and no side is
+    called league or self-play."""
+    game = make_game("kuhn_poker", 1)
+    kuhn, selfplay_cfg = ROOT / "configs" / "kuhn_poker.yaml", ROOT / "configs" / "kuhn_selfplay.yaml"
+    sides = bench.comparison(kuhn, selfplay_cfg)
+    kept = tmp_path / "kept" / "kuhn_poker"
+    mixtures = {"kuhn_poker": ([leaning_model(game, 1, 2.0), leaning_model(game, 0, 2.0)], [0.5, 0.5], 40),
+                "kuhn_selfplay": ([leaning_model(game, 0, 10.0)], [1.0], 12)}
+    for side in sides:
+        models, weights, version = mixtures[side.label]
+        nash_store(kept / f"{side.label}-seed1", "kuhn_poker", models, weights)
+        with LeagueStore(kept / f"{side.label}-seed1", create=False) as store:
+            store.save_learner("main_agent-0", "main_agent", version, 6000, None)
+        bench.write_run_record(kept / f"{side.label}-seed1", 60.0 if side.label == "kuhn_poker" else 30.0, 1.0,
+                               bench.played_config("kuhn_poker", side, []))
+    args = bench.parse_args(["--game", "kuhn_poker", "--config", str(kuhn), "--versus", str(selfplay_cfg),
+                             "--minutes", "1", "--seeds", "1", "--first-from", str(tmp_path / "kept"),
+                             "--second-from", str(tmp_path / "kept")])
+    stores = {side.label: bench.kept_stores("kuhn_poker", args, side) for side in sides}
+    out = bench.bench_game("kuhn_poker", args, tmp_path / "runs", None, stores, sides)
+    assert not (tmp_path / "runs").exists()  # nothing ran
+    assert out["bench"] == "config_vs_config"
+    assert out["sides"] == {"first": {"label": "kuhn_poker", "config": "configs/kuhn_poker.yaml"},
+                            "second": {"label": "kuhn_selfplay", "config": "configs/kuhn_selfplay.yaml"}}
+    assert out["first_from"] == out["second_from"] == str(kept)
+    assert not {"league", "selfplay", "config", "selfplay_overrides", "league_from", "selfplay_from"} & set(out)
+    assert set(out) <= set(bench.REPORT_KEYS) | {"kuhn_poker", "kuhn_selfplay"}
+    for label, (models, weights, _) in mixtures.items():
+        assert out[label]["values"] == [pytest.approx(exact_nash_conv(game, models, weights)["nash_conv"], abs=1e-9)]
+        assert "positions_searched_per_s" not in out[label]  # PPO learners both
+    assert out["kuhn_poker"]["learner_updates_per_s"]["values"] == [pytest.approx(40 / 60.0, abs=1e-3)]
+    assert out["kuhn_selfplay"]["learner_updates_per_s"]["values"] == [pytest.approx(12 / 30.0, abs=1e-3)]
+    assert out["kuhn_selfplay"]["trained_agent_steps_per_s"]["values"] == [200.0]  # 6,000 over its record's 30 s
 
 
 def test_a_kept_self_play_run_serves_a_bench_whose_self_play_would_play_the_same(tmp_path):
