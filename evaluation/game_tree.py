@@ -220,6 +220,8 @@ def graph_of(game, max_positions: int = MAX_POSITIONS) -> PositionGraph:
             hit = PositionGraph.build(lambda capacity: state_store(game, capacity), max_positions, game.name)
         except (NotSearchable, TooLarge) as exc:
             hit = exc
+        except Exception as exc:  # the game's own code raised while its positions were walked (a user's game)
+            hit = NotSearchable(f"{game.name}: walking its positions raised {type(exc).__name__}: {exc}")
         _GAME_GRAPHS[game] = hit
     if isinstance(hit, Exception):
         raise hit

@@ -299,3 +299,22 @@ def test_exact_path_for_information_state_games_is_unchanged():
     game = make_game("kuhn_poker", 1)
     assert ex.is_exact(game)
     assert ex.exact_nash_conv(game, [], [])["nash_conv"] == pytest.approx(11 / 12, abs=1e-12)
+
+
+def test_a_game_that_raises_while_its_positions_are_walked_is_not_exact_and_raises_nothing(monkeypatch):
+    """A user's game raising in its own step (a flaky game) leaves the evaluator sampling, not dead."""
+    from pathlib import Path
+
+    from evaluation.game_tree import graph_of, tree_supports_exact
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "examples" / "dots_and_boxes"))
+    from boxes.vector import DotsAndBoxes
+
+    class Flaky(DotsAndBoxes):
+        def step(self, actions):
+            raise RuntimeError("the user's bug")
+
+    game = Flaky(4, seed=0)
+    assert tree_supports_exact(game) is False
+    with pytest.raises(NotSearchable, match="raised RuntimeError: the user's bug"):
+        graph_of(game)
