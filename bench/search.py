@@ -1,0 +1,88 @@
+"""Where a search learner's worker spends its time: searched moves/s and the search's split, side by side.
+
+    python -m bench.search [--seconds 10] [--config configs/tic_tac_toe.yaml ...]
+
+For each config (default: tic-tac-toe, the Connect Four search config and the two Dots and Boxes
+examples), one process plays the config's ``rollout.envs_per_worker`` games with its network,
+untrained, every move searched as its search learner searches (``policies.expert.MoveSearch``,
+``search_learner`` settings), for ``--seconds``. It prints, per config: searched moves/s, the
+simulations/s over all roots, and the split of the search's time between the tree arrays
+(selection, backup, proofs: ``tree``), the forward passes (``evaluate``) and the positions'
+copies and steps (``expand``), as shares of the whole; then one JSON line with the figures.
+The same code runs in the rollout worker; its pace there is this one's, shared with the game's
+own step and the worker's sending.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from envs import NO_ACTION, make_game
+from envs.base import utility_range
+from league.config import load_config
+from policies.expert import MoveSearch
+from policies.net import build_policy, policy_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ("configs/tic_tac_toe.yaml", "configs/connect_four_search.yaml", "examples/dots_and_boxes/config.yaml",
+           "examples/dots_and_boxes/config_pettingzoo.yaml")
+
+
+def measure(config: str, seconds: float, seed: int = 0) -> dict:
+    path = ROOT / config
+    sys.path.insert(0, str(path.parent))  # an example's game module sits beside its config
+    try:
+        cfg = load_config(path)
+        E = cfg.rollout.envs_per_worker
+        game = make_game(cfg.game.name, E, seed=seed, **cfg.game.kwargs)
+    finally:
+        sys.path.remove(str(path.parent))
+    torch.manual_seed(seed)
+    model = build_policy(policy_spec(cfg.policy, game.obs_size, game.num_actions, game.obs_shape,
+                                     game.channels_last)).eval()
+    search = MoveSearch(game, E, cfg.search_learner, utility_range(game), np.random.default_rng(seed))
+    moves = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        movers = game.movers()
+        envs = np.flatnonzero(movers.any(axis=1))
+        found = search(model, game, envs)
+        actions = np.full((E, 2), NO_ACTION)
+        actions[envs, movers[envs].argmax(axis=1)] = found.action
+        game.step(actions)
+        moves += envs.size
+    elapsed = time.perf_counter() - start
+    profile = dict(search.profile)
+    spent = sum(profile.values()) or 1.0
+    return {"config": config, "game": cfg.game.name, "envs": E, "simulations": cfg.search_learner.simulations,
+            "searched_moves_per_s": round(moves / elapsed, 1),
+            "simulations_per_s": round(moves * cfg.search_learner.simulations / elapsed, 1),
+            "share": {k: round(v / spent, 3) for k, v in profile.items()},
+            "search_share_of_loop": round(spent / elapsed, 3)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.search", description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--config", action="append", help="a config with search_learner settings (repeatable)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    rows = [measure(c, args.seconds) for c in (args.config or CONFIGS)]
+    print(f"{'config':48} {'moves/s':>9} {'sims/s':>10} {'tree':>6} {'eval':>6} {'expand':>7}")
+    for r in rows:
+        s = r["share"]
+        print(f"{r['config']:48} {r['searched_moves_per_s']:9.0f} {r['simulations_per_s']:10.0f} "
+              f"{s.get('tree', 0):6.2f} {s.get('evaluate', 0):6.2f} {s.get('expand', 0):7.2f}")
+    print(json.dumps({"bench": "search", "seconds": args.seconds, "rows": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
