@@ -84,6 +84,9 @@ class LearnerImpl:
         if checkpoint is not None and checkpoint.state:
             self.model, self.optimizer, extra = learner_state_from_bytes(
                 checkpoint.state, lambda m: self._optimizer(m.to(self.device)))
+            if self.searched:  # the config's learning rate and decay, not the ones the checkpoint was saved with
+                for group in self.optimizer.param_groups:
+                    group["lr"], group["weight_decay"] = cfg.search_learner.lr, cfg.search_learner.weight_decay
             self.version = int(extra.get("version", checkpoint.version))
             self.step = int(extra.get("step", checkpoint.step))
             self.shaping.restore(extra.get("shaper_state"))
@@ -258,6 +261,8 @@ class LearnerImpl:
         else:
             self.model.reset_parameters()
         self.optimizer = self._optimizer(self.model)
+        if self.searched:  # a reset learner does not train on its former self's targets
+            self.replay = expert.Replay(self.replay.capacity, self.spec.obs_size, self.spec.num_actions)
         if self.magnet is not None:
             self.magnet = copy.deepcopy(self.model)
         self.version += 1

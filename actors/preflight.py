@@ -99,6 +99,13 @@ def _check_search_learners(cfg: Config, info: GameInfo) -> None:
         raise ConfigError(key, f"search plays games of one agent a side; {cfg.game.name} is a team game")
     if cfg.ppo.magnet_coef > 0:
         raise ConfigError(key, "the search learner has no magnet: ppo.magnet_coef applies to PPO learners only")
+    if cfg.game.curriculum:
+        raise ConfigError(key, "the search learner plays the game itself: game.curriculum is for PPO learners")
+    for role in searched:
+        objective = cfg.role(role).objective
+        if objective.grouped:  # its value target is the game's outcome, which a shaped reward replaces
+            raise ConfigError(f"roles.{role}.objective", "objective.k_opponents > 1 and shapers are for PPO "
+                                                         "learners; this role learns from search")
     try:
         states.check_searchable(make_game(cfg.game.name, 1, seed=cfg.run.seed, **cfg.game.kwargs))
     except ValueError as exc:

@@ -5,8 +5,8 @@
 For each config (default: tic-tac-toe, the Connect Four search config and the two Dots and Boxes
 examples), one process plays the config's ``rollout.envs_per_worker`` games with its network,
 untrained, every move searched as its search learner searches (``policies.expert.MoveSearch``,
-``search_learner`` settings), for ``--seconds``. It prints, per config: searched moves/s, the
-simulations/s over all roots, and the split of the search's time between the tree arrays
+``search_learner`` settings), for ``--seconds``. It prints, per config: searched moves/s (a root
+proven early stops before its simulations are spent) and the split of the search's time between the tree arrays
 (selection, backup, proofs: ``tree``), the forward passes (``evaluate``) and the positions'
 copies and steps (``expand``), as shares of the whole; then one JSON line with the figures.
 The same code runs in the rollout worker; its pace there is this one's, shared with the game's
@@ -63,7 +63,6 @@ def measure(config: str, seconds: float, seed: int = 0) -> dict:
     spent = sum(profile.values()) or 1.0
     return {"config": config, "game": cfg.game.name, "envs": E, "simulations": cfg.search_learner.simulations,
             "searched_moves_per_s": round(moves / elapsed, 1),
-            "simulations_per_s": round(moves * cfg.search_learner.simulations / elapsed, 1),
             "share": {k: round(v / spent, 3) for k, v in profile.items()},
             "search_share_of_loop": round(spent / elapsed, 3)}
 
@@ -75,10 +74,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     rows = [measure(c, args.seconds) for c in (args.config or CONFIGS)]
-    print(f"{'config':48} {'moves/s':>9} {'sims/s':>10} {'tree':>6} {'eval':>6} {'expand':>7}")
+    print(f"{'config':48} {'moves/s':>9} {'tree':>6} {'eval':>6} {'expand':>7}")
     for r in rows:
         s = r["share"]
-        print(f"{r['config']:48} {r['searched_moves_per_s']:9.0f} {r['simulations_per_s']:10.0f} "
+        print(f"{r['config']:48} {r['searched_moves_per_s']:9.0f} "
               f"{s.get('tree', 0):6.2f} {s.get('evaluate', 0):6.2f} {s.get('expand', 0):7.2f}")
     print(json.dumps({"bench": "search", "seconds": args.seconds, "rows": rows}))
     return 0

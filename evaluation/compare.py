@@ -134,7 +134,7 @@ from envs import NO_ACTION, game_info, is_matrix_game, make_game
 from envs.openspiel import load_two_player_zero_sum
 from evaluation.anchors import parse_anchor, protocol_envs, score_against
 from evaluation.best_response import ProbeConfig, evaluate, probe
-from evaluation.exploitability import exact_nash_conv
+from evaluation.exploitability import exact_nash_conv, is_exact
 from evaluation.stored_run import StoredRun, load_nash_mixture, load_subject
 from evaluation.search import SearchSpec, check_searchable
 from league.config import ROLE_CONFIGS, ConfigError, load_config
@@ -399,7 +399,8 @@ def check_configs(game: str, extra: Sequence[str], sides: Sequence[Side] | None 
                                                                   f"plays {text[0]}; both sides must play one game")
         cfg = cfgs[0]
     info = game_info(cfg.game.name, **cfg.game.kwargs)
-    return cfg.game.name, dict(cfg.game.kwargs), bool(info.supports_exact)
+    exact = info.supports_exact or (info.team_size == 1 and is_exact(make_game(cfg.game.name, 1, **cfg.game.kwargs)))
+    return cfg.game.name, dict(cfg.game.kwargs), bool(exact)
 
 
 def searched_roles(side: Side, extra: Sequence[str]) -> tuple[str, ...]:

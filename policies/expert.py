@@ -122,7 +122,8 @@ class MoveSearch:
     """The learner's move search in a rollout worker: ``search(policy, game, envs)`` searches the
     positions of ``game``'s environments ``envs`` (the learner to move in each) with ``policy``'s
     prior and value, all at once (``policies.tree_search.BatchedSearch``), and returns its
-    ``SearchResult``: the moves to play, the improved policies (the targets) and the root values."""
+    ``SearchResult``: the moves to play, the improved policies (the targets) and the root values.
+    ``rebuild()`` starts the search and its position store anew (after the game raised in them)."""
 
     def __init__(self, game, max_roots: int, cfg: SearchLearnerConfig, value_range: tuple[float, float],
                  rng: np.random.Generator):
@@ -131,7 +132,9 @@ class MoveSearch:
 
         settings = SearchSettings(simulations=cfg.simulations, considered=cfg.considered, c_visit=cfg.c_visit,
                                   c_scale=cfg.c_scale, value_range=tuple(float(v) for v in value_range))
-        self.search = BatchedSearch(lambda capacity: state_store(game, capacity), int(max_roots), settings, rng)
+        self.rebuild = lambda: setattr(self, "search", BatchedSearch(
+            lambda capacity: state_store(game, capacity), int(max_roots), settings, rng))
+        self.rebuild()
         self.positions = 0  # roots searched
 
     @property

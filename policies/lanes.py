@@ -418,11 +418,13 @@ class Lanes:
             keep = self.groups.versions() | {self.version}
             self.held = {v: p for v, p in self.held.items() if v in keep}
 
-    def _prepare(self, lane: Lane) -> None:
+    def _prepare(self, lane: Lane, retried: bool = False) -> None:
         """Choose the learner's actions and send the opponents' request of one lane.
 
         All frozen-opponent decisions of the lane (both seats, every opponent) go out as one
-        request; live opponents (learners' current weights) act here."""
+        request; live opponents (learners' current weights) act here. A search that raises (a user's
+        game's own code, in its positions' copies) is rebuilt and the lane restarted, as after the
+        game's other errors; ``retried``: this is that second try, whose error goes up."""
         try:
             learner, others = lane.play.decisions()
         except Exception as exc:  # the game's own code (a user's game may raise): drop, restart, go on
@@ -431,7 +433,16 @@ class Lanes:
         lane.learner, lane.others = learner, others
         lane.learner_actions = np.zeros(0, dtype=np.int64)
         if len(learner):
-            a, lane.learner_logp, lane.learner_values = self._learner_act(lane, learner)
+            try:
+                a, lane.learner_logp, lane.learner_values = self._learner_act(lane, learner)
+            except Exception as exc:
+                if self.search is None or retried:
+                    raise
+                # a user's game raised while its positions were copied or stepped: its search starts
+                # anew, the lane's running episodes are dropped as after any error of the game's
+                self.search.rebuild()
+                self._recover(lane, "searching", exc)
+                return self._prepare(lane, retried=True)
             lane.learner_actions = a
             self.action_counts += np.bincount(a, minlength=self.num_actions)
             count_decisions(lane.decisions, learner.rows, self.team_size)

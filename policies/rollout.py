@@ -119,6 +119,8 @@ class Rollout:
     def concat(cls, rollouts: list["Rollout"]) -> "Rollout":
         if not rollouts:
             raise ValueError("Rollout.concat needs at least one rollout")
+        # an empty rollout (a group the learner had no decision in) may carry no targets' width
+        rollouts = [r for r in rollouts if len(r)] or rollouts[:1]
         return cls(**{f.name: np.concatenate([getattr(r, f.name) for r in rollouts]) for f in fields(cls)})
 
 

@@ -162,7 +162,11 @@ class BatchedSearch:
         self.nodes = M = settings.simulations + 1
         self.store = store_factory(R * M)
         self.num_actions = A = int(self.store.num_actions)
-        self.lo, self.hi = (float(x) for x in settings.value_range)
+        # values are kept centred on the middle of the game's range, so that a constant-sum game's
+        # value for one player is minus the other's, as in a zero-sum game; results are in the game's units
+        lo, hi = (float(x) for x in settings.value_range)
+        self.mid = (lo + hi) / 2
+        self.lo, self.hi = lo - self.mid, hi - self.mid
         self.schedule = halving_schedule(settings.considered, settings.simulations)
         self.profile: dict[str, float] = {"tree": 0.0, "evaluate": 0.0, "expand": 0.0}
         self.visits = np.zeros((R, M), dtype=np.int64)
@@ -313,7 +317,7 @@ class BatchedSearch:
         self.legal[:n, 0] = pos.mask
         self.logits[:n, 0] = logits
         self.prior[:n, 0] = _softmax(np.where(pos.mask, self.logits[:n, 0], -np.inf))
-        self.raw_value[:n, 0] = np.clip(np.asarray(values, dtype=np.float64), self.lo, self.hi)
+        self.raw_value[:n, 0] = np.clip(np.asarray(values, dtype=np.float64) - self.mid, self.lo, self.hi)
         self.visits[:n, 0] = 1
         self.value_sum[:n, 0] = self.raw_value[:n, 0]
 
@@ -378,7 +382,7 @@ class BatchedSearch:
         ended = pos.player == TERMINAL
         mover = self._seat[parent]
         self._seat[node] = np.where(ended, mover, pos.player)
-        value = np.where(ended, pos.returns[np.arange(node.size), mover], 0.0)
+        value = np.where(ended, pos.returns[np.arange(node.size), mover] - self.mid, 0.0)
         self._proven[node] = ended
         self._exact[node] = value
         self._legal[node] = pos.mask
@@ -388,7 +392,7 @@ class BatchedSearch:
             t = time.perf_counter()
             logits, values = evaluate(pos.obs[open_], pos.mask[open_])
             spent["evaluate"] += time.perf_counter() - t
-            v = np.clip(np.asarray(values, dtype=np.float64), self.lo, self.hi)
+            v = np.clip(np.asarray(values, dtype=np.float64) - self.mid, self.lo, self.hi)
             self._logits[node[open_]] = logits
             self._prior[node[open_]] = _softmax(np.where(pos.mask[open_], logits, -np.inf))
             self._raw_value[node[open_]] = v
@@ -422,5 +426,5 @@ class BatchedSearch:
 
         value = np.where(root_proven, root_exact, self.value_sum[:n, 0] / self.visits[:n, 0])
         code = np.where(root_proven, np.sign(root_exact), UNKNOWN).astype(np.int8)
-        return SearchResult(action=action.astype(np.int64), policy=policy, value=value.astype(np.float32),
+        return SearchResult(action=action.astype(np.int64), policy=policy, value=(value + self.mid).astype(np.float32),
                             proven=code)

@@ -78,3 +78,24 @@ def test_search_learner_settings_are_checked_and_named():
         load_config(None, ["search_learner.simulations=8", "search_learner.considered=16"])
     with pytest.raises(ConfigError, match="roles.main_agent.learner"):
         load_config(None, ["roles.main_agent.learner=mcts"])
+
+
+@pytest.mark.parametrize("overrides, key, why", [
+    (["game.name=kuhn_poker"], "roles.main_agent.learner", "kuhn_poker: search and exact enumeration need a "
+                                                           "deterministic game of perfect information taking turns"),
+    (["ppo.magnet_coef=0.1"], "roles.main_agent.learner", "the search learner has no magnet"),
+    (["roles.main_agent.objective.k_opponents=2"], "roles.main_agent.objective", "for PPO learners"),
+])
+def test_a_search_learner_on_what_it_cannot_learn_from_is_refused_before_ray_naming_the_key(overrides, key, why):
+    from actors.preflight import check_runnable
+
+    cfg = load_config("configs/tic_tac_toe.yaml", ["evaluator.publish=nash", *overrides])
+    with pytest.raises(ConfigError) as err:
+        check_runnable(cfg)
+    assert err.value.key == key and why in str(err.value) and "\n" not in str(err.value)
+
+
+def test_rollouts_concatenate_past_an_empty_one_without_targets():
+    t = np.tile(np.array([[0.5, 0.5, 0.0]], np.float32), (5, 1))
+    both = Rollout.concat([Rollout.empty(4, 3), _rollout(targets=t)])
+    assert both.searched and len(both) == 5

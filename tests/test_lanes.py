@@ -249,6 +249,40 @@ def test_a_search_learners_decisions_are_searched_and_carry_their_targets():
     assert checked > 0
 
 
+def test_a_search_that_raises_is_rebuilt_and_its_lane_restarted_as_after_a_game_error():
+    from league.config import SearchLearnerConfig
+    from policies.expert import MoveSearch
+
+    class RaisesOnce:
+        """A user's game raising once inside the search (its positions' copies)."""
+
+        def __init__(self):
+            self.inner = MoveSearch(make_game("tic_tac_toe", 12, seed=0), 12, SearchLearnerConfig(simulations=8,
+                                    considered=4), (-1.0, 1.0), np.random.default_rng(0))
+            self.calls = self.rebuilds = 0
+
+        def rebuild(self):
+            self.rebuilds += 1
+            self.inner.rebuild()
+
+        def __call__(self, policy, game, envs):
+            self.calls += 1
+            if self.calls == 3:
+                raise RuntimeError("restore_state failed")
+            return self.inner(policy, game, envs)
+
+    search = RaisesOnce()
+    h = Harness(k=1, keep_groups=False, game="tic_tac_toe", search=search)
+    for _ in range(30):
+        h.lanes.step()
+    h.lanes.finish_prepared()
+    assert search.rebuilds == 1 and h.lanes.counts["game_errors"] == 1
+    rollout = h.lanes.recorder.take()
+    batch = h.lanes.take_batch("worker:x", 1, LEARNER)
+    assert len(batch) == h.lanes.counts["episodes"] > 0  # the league went on, every finished game reported
+    assert rollout.searched and len(rollout) > 0
+
+
 BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
 
 

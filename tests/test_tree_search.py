@@ -310,3 +310,37 @@ def test_run_rejects_too_many_roots():
     game = make_game("tic_tac_toe", 3, seed=0)
     with pytest.raises(ValueError, match="at most 2"):
         search(game, SearchSettings(simulations=4), max_roots=2).run(uniform, game, np.arange(3))
+
+
+class ConstantSum(StateStore):
+    """A store whose returns are a zero-sum store's mapped to [0, 1] (each game's two returns sum to 1)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.num_actions, self.obs_size, self.capacity = inner.num_actions, inner.obs_size, inner.capacity
+
+    def _map(self, pos: Positions) -> Positions:
+        ended = (pos.player == TERMINAL)[:, None]
+        return pos._replace(returns=np.where(ended, (pos.returns + 1.0) / 2.0, 0.0))
+
+    def set_roots(self, slots, game, envs):
+        return self._map(self.inner.set_roots(slots, game, envs))
+
+    def expand(self, parents, actions, children):
+        return self._map(self.inner.expand(parents, actions, children))
+
+
+def test_a_constant_sum_game_is_searched_as_its_zero_sum_image():
+    """Returns in [0, 1] summing to 1 (a draw is 0.5, not a win): the same moves, proofs and policy as
+    the [-1, 1] game, values mapped back."""
+    game = positions("tic_tac_toe", [[0, 3, 1, 4], [0, 4, 8, 2], [4, 0, 8, 2]])
+    settings = SearchSettings(simulations=24, gumbel_scale=0.0)
+    zero = search(game, settings).run(uniform, game, [0, 1, 2])
+    half = lambda obs, mask: (np.zeros(mask.shape, np.float32), np.full(len(obs), 0.5, np.float32))
+    shifted = BatchedSearch(lambda capacity: ConstantSum(state_store(game, capacity)), 3,
+                            SearchSettings(simulations=24, gumbel_scale=0.0, value_range=(0.0, 1.0)),
+                            np.random.default_rng(0)).run(half, game, [0, 1, 2])
+    np.testing.assert_array_equal(shifted.action, zero.action)
+    np.testing.assert_array_equal(shifted.proven, zero.proven)
+    np.testing.assert_allclose(shifted.policy, zero.policy, atol=1e-6)
+    np.testing.assert_allclose(shifted.value, (zero.value + 1.0) / 2.0, atol=1e-6)
