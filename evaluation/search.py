@@ -32,18 +32,17 @@ import numpy as np
 import pyspiel
 import torch
 
-from envs.openspiel import state_tensor
+from envs.openspiel import state_tensor, why_not_searchable
 from league.config import SearchConfig as SearchSpec  # simulations, c_puct, rollout_weight, prior_temperature, batch
 
 __all__ = ["PUCT", "SearchSpec", "check_searchable"]
 
 
 def check_searchable(game: pyspiel.Game) -> None:
-    """Search needs a sequential, deterministic, perfect-information two-player game."""
+    """Search needs a sequential, deterministic, perfect-information two-player game
+    (``envs.openspiel.why_not_searchable``), zero-sum: this player's values are negated between seats."""
     t = game.get_type()
-    if (t.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL
-            or t.information != pyspiel.GameType.Information.PERFECT_INFORMATION
-            or t.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC or game.num_players() != 2
+    if (why_not_searchable(game, t.short_name) is not None or game.num_players() != 2
             or t.utility != pyspiel.GameType.Utility.ZERO_SUM):
         raise ValueError(f"search needs a sequential, deterministic, perfect-information, zero-sum two-player "
                          f"game; {t.short_name} is not one")
