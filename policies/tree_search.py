@@ -172,10 +172,8 @@ class BatchedSearch:
         self.visits = np.zeros((R, M), dtype=np.int64)
         self.value_sum = np.zeros((R, M), dtype=np.float64)
         self.raw_value = np.zeros((R, M), dtype=np.float64)  # the network's value (0 at terminal nodes)
-        self.player = np.zeros((R, M), dtype=np.int64)  # TERMINAL where the game ended
-        self.seat = np.zeros((R, M), dtype=np.int64)
+        self.seat = np.zeros((R, M), dtype=np.int64)  # the mover; an ended node keeps its parent's
         self.parent = np.zeros((R, M), dtype=np.int64)  # the parent's slot, -1 at the root
-        self.action = np.zeros((R, M), dtype=np.int64)  # the move from the parent
         self.proven = np.zeros((R, M), dtype=bool)
         self.exact = np.zeros((R, M), dtype=np.float64)  # a proven node's value for its seat
         self.logits = np.zeros((R, M, A), dtype=np.float32)
@@ -186,12 +184,10 @@ class BatchedSearch:
         # flat views by slot: one gather per array and level instead of (root, node) pairs
         self._visits, self._value_sum, self._raw_value = (x.reshape(-1) for x in (
             self.visits, self.value_sum, self.raw_value))
-        self._player, self._seat, self._parent, self._action = (x.reshape(-1) for x in (
-            self.player, self.seat, self.parent, self.action))
+        self._seat, self._parent = self.seat.reshape(-1), self.parent.reshape(-1)
         self._proven, self._exact = self.proven.reshape(-1), self.exact.reshape(-1)
         self._logits, self._prior, self._legal, self._children = (x.reshape(R * M, A) for x in (
             self.logits, self.prior, self.legal, self.children))
-        self._gumbel = np.zeros((R, A))  # the roots' Gumbel noise g
         self._root_key = np.zeros((R, A))  # g + the roots' logits less their max, floored; -inf if illegal
         self._considered = np.zeros((R, A), dtype=bool)
         self._num_considered = np.zeros(R, dtype=np.int64)
@@ -313,7 +309,7 @@ class BatchedSearch:
         t = time.perf_counter()
         logits, values = evaluate(pos.obs, pos.mask)
         spent["evaluate"] += time.perf_counter() - t
-        self.player[:n, 0] = self.seat[:n, 0] = pos.player
+        self.seat[:n, 0] = pos.player
         self.legal[:n, 0] = pos.mask
         self.logits[:n, 0] = logits
         self.prior[:n, 0] = _softmax(np.where(pos.mask, self.logits[:n, 0], -np.inf))
@@ -322,11 +318,11 @@ class BatchedSearch:
         self.value_sum[:n, 0] = self.raw_value[:n, 0]
 
         # the Gumbel top-k of g + logits among the legal moves: the root's considered actions
-        self._gumbel[:n] = s.gumbel_scale * self.rng.gumbel(size=(n, A)) if s.gumbel_scale > 0 else 0.0
+        gumbel = s.gumbel_scale * self.rng.gumbel(size=(n, A)) if s.gumbel_scale > 0 else 0.0
         self._num_considered[:n] = np.minimum(s.considered, pos.mask.sum(axis=1))
         z = np.where(pos.mask, self.logits[:n, 0], -np.inf)
         z = np.maximum(z - z.max(axis=1, keepdims=True), _LOW_LOGIT)  # as mctx's score_considered
-        key = self._root_key[:n] = np.where(pos.mask, self._gumbel[:n] + z, -np.inf)
+        key = self._root_key[:n] = np.where(pos.mask, gumbel + z, -np.inf)
         rank = np.empty((n, A), dtype=np.int64)
         np.put_along_axis(rank, np.argsort(-key, axis=1, kind="stable"), np.arange(A)[None, :], axis=1)
         self._considered[:n] = rank < self._num_considered[:n, None]
@@ -376,8 +372,6 @@ class BatchedSearch:
 
         self._children[parent, action] = node
         self._parent[node] = parent
-        self._action[node] = action
-        self._player[node] = pos.player
         self._children[node] = -1
         ended = pos.player == TERMINAL
         mover = self._seat[parent]

@@ -10,6 +10,7 @@ from open_spiel.python import policy as os_policy
 
 from envs import make_game
 from envs.openspiel import position_key
+from test_exploitability import random_models
 from envs.states import TERMINAL, NotSearchable, Positions, StateStore
 from evaluation import exploitability as ex
 from evaluation.game_tree import (
@@ -241,21 +242,10 @@ def test_games_without_a_store_are_refused():
 
 
 # ---------------------------------------------------------------- networks and the exact path
-def nets(game, k, seed=0, scale=1.0):
-    torch.manual_seed(seed)
-    out = []
-    for _ in range(k):
-        m = ActorCritic(PolicySpec(game.obs_size, game.num_actions, (16,)))
-        with torch.no_grad():
-            m.policy_head.weight.mul_(scale)
-        out.append(m)
-    return out
-
-
 def test_a_network_table_is_its_probabilities_at_each_position():
     graph = position_graph("tic_tac_toe")
     game = make_game("tic_tac_toe", 1)
-    model = nets(game, 1)[0]
+    model = random_models("tic_tac_toe", 1, scale=1.0)[0]
     t = table(graph, model)
     dec = graph.decisions
     expected = model.probs(graph.obs[dec], graph.mask[dec]).astype(np.float64)
@@ -270,7 +260,7 @@ def test_a_network_table_is_its_probabilities_at_each_position():
 def test_exact_path_dispatch_for_a_game_of_positions():
     game = make_game("tic_tac_toe", 2)
     assert not game.supports_exact and ex.is_exact(game)
-    models = nets(game, 3, scale=5.0)
+    models = random_models(game.name, 3, scale=5.0)
     graph = position_graph("tic_tac_toe")
     tables = np.stack([table(graph, m) for m in models])
     profiles = [np.stack([ex.seat_profile(game, m, s) for m in models]) for s in (0, 1)]
