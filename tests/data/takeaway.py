@@ -23,14 +23,17 @@ def env(**kwargs):
 
 
 class raw_env(AECEnv):
-    metadata = {"name": "takeaway_v0", "render_modes": [], "is_parallelizable": False}
+    metadata = {"name": "takeaway_v0", "render_modes": ["ansi"], "is_parallelizable": False}
     perfect_information = True  # no chance, nothing hidden
     utility_range = (-1.0, 1.0)
 
-    def __init__(self, stones: int = 120, max_take: int = 12):
+    def __init__(self, stones: int = 120, max_take: int = 12, render_mode: str | None = None):
         super().__init__()
         if int(stones) < 1 or int(max_take) < 1:
             raise ValueError(f"stones and max_take must be >= 1, got {stones}, {max_take}")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.render_mode = render_mode
         self.start_stones, self.max_take = int(stones), int(max_take)
         self.possible_agents = ["player_0", "player_1"]
         self.action_spaces = {a: spaces.Discrete(self.max_take) for a in self.possible_agents}
@@ -79,3 +82,10 @@ class raw_env(AECEnv):
             self.terminations = {a: True for a in self.agents}
         self.agent_selection = other
         self._accumulate_rewards()
+
+    def render(self):
+        if self.render_mode != "ansi":
+            return None
+        return (f"{self.stones} stone{'s' if self.stones != 1 else ''} left: {'o ' * self.stones}\n"
+                f"{self.agent_selection} takes 1 to {self.max_take} (action k takes k + 1); who takes the last "
+                "stone wins")
