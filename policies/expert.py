@@ -11,7 +11,8 @@ on positions drawn from a replay of the newest ``replay_positions``: ``target`` 
 improved policy at the position, ``z`` the learner's outcome of the episode from that position on
 (its return, the game's terminal result; optionally mixed with the search's root value by
 ``value_mix``). Each batch of new positions is drawn ``reuse`` times on average, in minibatches of
-``minibatch_size``. Adam with L2 weight decay and global gradient clipping.
+``minibatch_size``. Adam with L2 weight decay and global gradient clipping. A group of learner
+replicas (``policies.replica_group``) trains on the union of their replays as one learner would.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 from torch import nn
 
 from league.config import SearchLearnerConfig
+from policies.replica_group import ReplicaGroup
 from policies.rollout import Rollout
 
 
@@ -78,43 +80,74 @@ class Replay:
 
 
 def expert_update(model, optimizer: torch.optim.Optimizer, replay: Replay, new: int, cfg: SearchLearnerConfig,
-                  *, generator: torch.Generator | None = None) -> dict:
+                  *, generator: torch.Generator | None = None, group: ReplicaGroup | None = None) -> dict:
     """Gradient steps on ``replay`` after ``new`` positions arrived: ``ceil(reuse * new / minibatch)``
     minibatches drawn uniformly from the replay. Returns mean statistics: policy_loss (the cross
     entropy), value_loss, entropy (of the network's policy), target_entropy, grad_norm,
-    num_transitions, num_minibatches."""
-    if len(replay) == 0:
+    num_transitions, num_minibatches.
+
+    The update's drawn positions go to the model's device at once, and its statistics are read
+    once, at the end.
+
+    With a ``group`` of replicas (``policies.replica_group``) the replay is the concatenation of
+    the replicas' replays, in rank order, and ``new`` the sum of theirs: every replica draws the
+    same positions of it (``generator`` seeded alike on each, or one replica 0 seeds) and trains on
+    those in its own replay, each loss term summed over them and divided by the minibatch size, the
+    gradients summed over the replicas before clipping; ``num_transitions`` is the group's."""
+    group = group or ReplicaGroup.single()
+    offset, size = group.rows_before(len(replay))
+    if size == 0:
         raise ValueError("expert_update: the replay is empty")
+    new = int(new) if group.size == 1 else int(group.sum_(torch.tensor([int(new)], dtype=torch.int64))[0])
+    generator = group.shared_generator(generator)
     device = next(model.parameters()).device
-    mb = min(cfg.minibatch_size, len(replay))
+    mb = min(cfg.minibatch_size, size)
     steps = max(1, int(np.ceil(cfg.reuse * new / mb)))
-    stats = {"policy_loss": [], "value_loss": [], "entropy": [], "target_entropy": [], "grad_norm": []}
+    # every step's positions drawn first (the generator is consumed as step by step), gathered and
+    # moved to the device at once; each step's are then a slice
+    drawn = [torch.randint(size, (mb,), generator=generator) for _ in range(steps)]
+    bounds = [0]
+    if group.size > 1:
+        mine = [d[(d >= offset) & (d < offset + len(replay))] - offset for d in drawn]
+        for d in mine:
+            bounds.append(bounds[-1] + len(d))
+        idx = torch.cat(mine).numpy()
+    else:
+        bounds += [mb * (k + 1) for k in range(steps)]
+        idx = torch.cat(drawn).numpy()
+    rows = [torch.from_numpy(x[idx]).to(device) for x in (replay.obs, replay.mask, replay.target, replay.value)]
+    params = [p for p in model.parameters()]
+    stats, grad_norms = [], []
     model.train()
-    for _ in range(steps):
-        idx = torch.randint(len(replay), (mb,), generator=generator).numpy()
-        obs, mask, target, value = (torch.from_numpy(x[idx]).to(device)
-                                    for x in (replay.obs, replay.mask, replay.target, replay.value))
-        logits, v = model(obs, mask)
-        logp = torch.log_softmax(logits, dim=-1)
-        # illegal actions have target 0 and a finite masked logit: their terms vanish
-        policy_loss = -(target * logp.masked_fill(~mask, 0.0)).sum(-1).mean()
-        value_loss = ((v - value) ** 2).mean()
-        loss = policy_loss + cfg.value_coef * value_loss
+    for k in range(steps):
+        a, b = bounds[k], bounds[k + 1]
         optimizer.zero_grad()
-        loss.backward()
-        grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        if b > a:  # a replica with none of this minibatch's positions adds nothing but still joins the sum
+            obs, mask, target, value = (x[a:b] for x in rows)
+            logits, v = model(obs, mask)
+            logp = torch.log_softmax(logits, dim=-1)
+            # illegal actions have target 0 and a finite masked logit: their terms vanish
+            policy_loss = -(target * logp.masked_fill(~mask, 0.0)).sum(-1).sum() / mb
+            value_loss = ((v - value) ** 2).sum() / mb
+            loss = policy_loss + cfg.value_coef * value_loss
+            loss.backward()
+            with torch.no_grad():
+                p = logp.exp()
+                entropy = -(p * logp.masked_fill(~mask, 0.0)).sum(-1).sum() / mb
+                t = target.clamp_min(1e-12)
+                target_entropy = -(target * t.log()).sum(-1).sum() / mb
+                local = torch.stack([policy_loss.detach(), value_loss.detach(), entropy, target_entropy])
+        else:
+            local = torch.zeros(4, device=device)
+        stats.append(group.sum_gradients_(params, local))
+        grad_norms.append(nn.utils.clip_grad_norm_(params, cfg.max_grad_norm).detach().reshape(()))
         optimizer.step()
-        with torch.no_grad():
-            p = logp.exp()
-            stats["entropy"].append(float(-(p * logp.masked_fill(~mask, 0.0)).sum(-1).mean()))
-            t = target.clamp_min(1e-12)
-            stats["target_entropy"].append(float(-(target * t.log()).sum(-1).mean()))
-        stats["policy_loss"].append(policy_loss.item())
-        stats["value_loss"].append(value_loss.item())
-        stats["grad_norm"].append(float(grad_norm))
     model.eval()
-    out = {k: float(np.mean(v)) for k, v in stats.items()}
-    out.update(num_transitions=int(new), num_minibatches=steps)
+    table = torch.stack(stats).double().cpu().numpy()  # the statistics, read once
+    norms = torch.stack(grad_norms).double().cpu().numpy()
+    out = {name: float(np.mean(table[:, j]))
+           for j, name in enumerate(("policy_loss", "value_loss", "entropy", "target_entropy"))}
+    out.update(grad_norm=float(np.mean(norms)), num_transitions=int(new), num_minibatches=steps)
     return out
 
 
