@@ -15,23 +15,27 @@ from typing import Any, Callable, Iterable, Mapping
 import ray
 import yaml
 from ray import serve
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from actors.anchor_judge import AnchorJudge
 from actors.coordinator import LeagueCoordinator
 from actors.evaluator import Evaluator
 from actors.learner import Learner
+from actors.learner_group import Rendezvous, placement_for, replica_name, replica_options
 from actors.placement import actor_options, coordinator_options, learner_options
 from actors.preflight import check_store, load_checked
 from actors.prober import Prober
 from actors.rollout import RolloutWorker
 from actors.runtime import TARGETS_EVERY_SECONDS, RaySession
 from envs import GameInfo
-from league.config import Config
+from league.config import Config, ConfigError
 from league.league import learner_ids
+from league.sizing import Resources, plan
 from serve.api import ApiUnavailable, start_api, stop_api
 from serve.opponents import APP_NAME as OPPONENTS_APP, deploy_opponents
 
 log = logging.getLogger(__name__)
+PLACEMENT_TIMEOUT_SECONDS = 120.0  # a learner group's placement group waits this long for room on the cluster
 PYTHON_FIX = 'LeagueRun.start("{}")'  # how a caller of ``start`` names a config file (``load_checked``'s ``fix``)
 
 
@@ -45,6 +49,17 @@ def override_texts(overrides: Mapping[str, Any] | Iterable[str] = ()) -> list[st
     if isinstance(overrides, Mapping):
         return [f"{key}={text(value)}" for key, value in overrides.items()]
     return [overrides] if isinstance(overrides, str) else list(overrides)
+
+
+def cluster_resources() -> Resources:
+    """What the Ray this process is connected to offers (``league.sizing``): its nodes counted by
+    Ray's node table, since nodes on one machine share one ``node:<ip>`` resource."""
+    alive = sum(1 for node in ray.nodes() if node.get("Alive"))
+    resources = Resources.from_ray(ray.cluster_resources())
+    if alive > 1:
+        total = ray.cluster_resources()
+        return Resources(cpus=float(total.get("CPU", 0.0)), gpus=float(total.get("GPU", 0.0)), nodes=alive)
+    return resources
 
 
 class LeagueRun:
@@ -68,12 +83,17 @@ class LeagueRun:
     the loop to the caller (``supervise``; tests and benches)."""
 
     def __init__(self, cfg: Config, info: GameInfo, session: RaySession | None = None):
+        # ``auto`` values come to numbers for the cluster this process is connected to (league.sizing)
+        cfg, self.plan = plan(cfg, cluster_resources())
+        print(self.plan, flush=True)
         self.cfg = cfg
         ns = cfg.ray.namespace
         self.coordinator = LeagueCoordinator.options(
             name=cfg.ray.coordinator_name, namespace=ns, **coordinator_options(cfg)).remote(cfg)
         ray.get(self.coordinator.ping.remote())
         self.api: list = []
+        self.placement_groups: list = []
+        self.rendezvous: list = []
         if cfg.serve.api:  # first after the coordinator: a taken port stops the launch before anything else starts
             try:
                 self.api = start_api(cfg, info.obs_size, info.num_actions)
@@ -86,22 +106,23 @@ class LeagueRun:
         # the learners start (their processes import torch, load their checkpoints) while Serve
         # deploys the opponents, which waits mostly on its controller's loops; both are ready below
         roles = learner_ids(cfg)
-        self.learners = {
-            lid: Learner.options(name=f"learner:{lid}", namespace=ns, **learner_options(cfg.learner)).remote(
-                lid, role.value, cfg, info.obs_size, info.num_actions, self.coordinator,
-                obs_shape=info.obs_shape, channels_last=info.channels_last)
-            for lid, role in roles.items()
-        }
+        # each role instance's learners: replica 0 (the one the league talks to) first
+        self.replicas: dict[str, list] = {lid: self._learner_group(cfg, info, ns, lid, role.value)
+                                          for lid, role in roles.items()}
+        self.learners = {lid: group[0] for lid, group in self.replicas.items()}
         self.apps: list[str] = []
         if cfg.rollout.opponent_inference == "serve":
             self._start_opponents(cfg)
-        ray.get([l.info.remote() for l in self.learners.values()])
+        ray.get([r.info.remote() for group in self.replicas.values() for r in group])
         self.workers = {}
-        for lid in roles:
-            for j in range(cfg.rollout.workers_per_learner):
+        for lid, group in self.replicas.items():
+            # each replica of a learner group is fed by workers of its own; the league's other
+            # learners read a live opponent's weights from its replica 0
+            for j in range(cfg.rollout.workers_per_learner * len(group)):
                 wid = f"worker:{lid}:{j}"
+                feeds = {**self.learners, lid: group[j % len(group)]}
                 self.workers[wid] = RolloutWorker.options(name=wid, namespace=ns, **actor_options(cfg.rollout)).remote(
-                    wid, lid, cfg, self.coordinator, self.learners)
+                    wid, lid, cfg, self.coordinator, feeds)
         self.evaluators = {
             f"evaluator:{i}": Evaluator.options(name=f"evaluator:{i}", namespace=ns,
                                                 **actor_options(cfg.evaluator)).remote(
@@ -124,6 +145,31 @@ class LeagueRun:
         self.final: dict[str, Any] | None = None  # the status at the stop, once stopped
         self._stopping = threading.Event()
         self._keeper: threading.Thread | None = None
+
+    def _learner_group(self, cfg: Config, info: GameInfo, ns: str, lid: str, role: str) -> list:
+        """The learners of role instance ``lid``: one, or ``learner.replicas`` in a placement group
+        with the rendezvous they meet at (actors.learner_group)."""
+        n = cfg.learner.replicas
+        args = (lid, role, cfg, info.obs_size, info.num_actions, self.coordinator)
+        kwargs = {"obs_shape": info.obs_shape, "channels_last": info.channels_last}
+        if n == 1:
+            return [Learner.options(name=f"learner:{lid}", namespace=ns, **learner_options(cfg.learner)).remote(
+                *args, **kwargs)]
+        pg = placement_for(cfg.learner, n)
+        ready, _ = ray.wait([pg.ready()], timeout=PLACEMENT_TIMEOUT_SECONDS)
+        if not ready:
+            ray.util.remove_placement_group(pg)
+            raise ConfigError(f"learner.replicas: the cluster has no room for {n} learners of "
+                              f"{cfg.learner.num_cpus} CPUs and {cfg.learner.num_gpus} GPUs each "
+                              f"({cfg.learner.scheduling} placement) after {PLACEMENT_TIMEOUT_SECONDS:.0f} s")
+        self.placement_groups.append(pg)
+        # beside replica 0, in its bundle (it takes no CPU): not on the head, whose few worker starts
+        # Serve's own actors wait behind
+        rendezvous = Rendezvous.options(name=f"rendezvous:{lid}", namespace=ns, scheduling_strategy=(
+            PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0))).remote(n)
+        self.rendezvous.append(rendezvous)
+        return [Learner.options(name=replica_name(lid, k), namespace=ns, **replica_options(cfg.learner, pg, k)).remote(
+            *args, **kwargs, replica=(k, n), rendezvous=rendezvous) for k in range(n)]
 
     @staticmethod
     def checked_config(config: str | os.PathLike | Mapping[str, Any] | None = None,
@@ -260,6 +306,12 @@ class LeagueRun:
 
     def _stop_actors(self) -> dict[str, Any]:
         t0 = time.time()
+        # learner groups train no more: no replica may wait on a peer whose workers have stopped
+        for rendezvous in self.rendezvous:
+            try:
+                ray.get(rendezvous.stop.remote(), timeout=60)
+            except ray.exceptions.RayError as exc:
+                log.warning("a learner group's rendezvous did not stop: %s", exc)
 
         for actor in {**self.workers, **self.evaluators}.values():
             actor.stop.remote()
@@ -296,5 +348,8 @@ class LeagueRun:
 
     def kill(self) -> None:
         """Kill every actor of this league (after ``stop``; tests and benches reuse one Ray)."""
-        for actor in [self.coordinator, *self.learners.values(), *self.workers.values(), *self.evaluators.values()]:
+        for actor in [self.coordinator, *(r for group in self.replicas.values() for r in group), *self.rendezvous,
+                      *self.workers.values(), *self.evaluators.values()]:
             ray.kill(actor, no_restart=True)
+        for pg in self.placement_groups:
+            ray.util.remove_placement_group(pg)

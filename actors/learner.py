@@ -7,6 +7,10 @@ store, asks the coordinator after each update whether its role's rule wants a
 snapshot, and resets (fresh orthogonal initialisation, or a configured
 starting snapshot) when the coordinator says so. After a restart it resumes
 from its last checkpoint.
+
+With ``learner.replicas`` > 1 the role instance is a group of such learners, data parallel
+(``actors.learner_group``): replica 0 does everything above that involves the coordinator, and
+every replica trains on its own workers' batches in lockstep with the others.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy as np
 import ray
 import torch
 
+from actors.learner_group import backend_for, broadcast_bytes, join_group
 from actors.outbox import DeliveryLog, Outbox
 from league import measures
 from league.config import Config
@@ -34,6 +39,7 @@ from monitoring.metrics import LeagueMetrics
 from policies.device import resolve_device
 from policies.net import build_policy, policy_spec
 from policies import expert
+from policies.replica_group import ReplicaGroup
 from policies.ppo import make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr
 from policies.rollout import Rollout
 from policies.snapshot import (learner_magnet_from_bytes, learner_state_from_bytes, learner_state_to_bytes,
@@ -41,14 +47,18 @@ from policies.snapshot import (learner_magnet_from_bytes, learner_state_from_byt
 
 log = logging.getLogger(__name__)
 
-OBJECTIVE_RECORD_SECONDS = 10.0  # how often a learner's novelty and reward gap go to the store (the report)
+OBJECTIVE_RECORD_SECONDS = 10.0
+GROUP_WATCH_SECONDS = 1.0  # how often a learner group's replica checks that its generation still stands  # how often a learner's novelty and reward gap go to the store (the report)
 
 
 class LearnerImpl:
     def __init__(self, learner_id: str, role: str, cfg: Config, obs_size: int, num_actions: int, coordinator,
-                 obs_shape: tuple[int, ...] = (), channels_last: bool = False):
+                 obs_shape: tuple[int, ...] = (), channels_last: bool = False, replica: tuple[int, int] = (0, 1),
+                 rendezvous=None):
         torch.set_num_threads(1)
         self.learner_id = learner_id
+        self.rank, self.replicas = int(replica[0]), int(replica[1])
+        self.leader = self.rank == 0
         self.role = role
         self.cfg = cfg
         self.ppo = cfg.ppo
@@ -94,24 +104,104 @@ class LearnerImpl:
             if (self.model.spec.net, self.model.spec.args) != (self.spec.net, self.spec.args):
                 log.warning("%s resumed its checkpoint's network (policy.net %s); the config's policy.net %s "
                             "applies to a fresh run only", learner_id, self.model.spec.net, self.spec.net)
-        log.info("%s trains on %s", learner_id, self.device)
+        log.info("%s trains on %s (replica %d of %d)", learner_id, self.device, self.rank + 1, self.replicas)
         # magnet-regularised PPO (policies.ppo): the magnet starts at the policy and follows it
         self.magnet = None
         if self.ppo.magnet_coef > 0:
             saved = learner_magnet_from_bytes(checkpoint.state) if checkpoint is not None and checkpoint.state else None
             self.magnet = saved.to(self.device) if saved is not None else copy.deepcopy(self.model)
+        self.group = ReplicaGroup.single()
+        self._resync = False  # replica 0 reset: the others take its state at the next update
+        if self.replicas > 1:
+            self.rendezvous = rendezvous
+            self.generation, self.group = join_group(rendezvous, self.rank, self.replicas,
+                                                     backend_for(self.device, cfg.learner.num_gpus))
+            self._collective(self._take_leader_state)
+            threading.Thread(target=self._watch_group, name="group-watch", daemon=True).start()
+        self._publish()
+        self._last_checkpoint = time.time()
+        if not self.leader:
+            return
         ray.get(coordinator.learner_started.remote(learner_id, self.version, self.step))
         # Snapshots go out through the outbox: one that a past life sent but never saw
         # acknowledged is sent again (the coordinator answers a repeat with the same agent).
         self.outbox = Outbox(cfg.run.storage, f"learner:{learner_id}")
-        self._publish()
         pending = self.outbox.pending()
         if pending is not None:
             seq, arr = pending
             reply = self._send_snapshot(seq, arr["blob"].tobytes(), int(arr["step"]), json.loads(str(arr["metadata"])))
             if reply.reset:
                 self._reset(reply.reset_to)
-        self._last_checkpoint = time.time()
+
+    # -- the group (learner.replicas > 1) ------------------------------------------
+    def _collective(self, fn, *args):
+        """Run ``fn`` that talks to the other replicas; a broken group (a replica died) ends this
+        process, so that Ray restarts it into the group's next generation (actors.learner_group)."""
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - whatever the backend raised, the group is gone
+            log.error("%s replica %d: the learner group broke (%s); restarting", self.learner_id, self.rank, exc)
+            os._exit(1)
+
+    def _state_bytes(self) -> bytes:
+        return learner_state_to_bytes(self.model, self.optimizer, {"version": self.version, "step": self.step},
+                                      magnet=self.magnet)
+
+    def _take_leader_state(self) -> None:
+        """Every replica ends with replica 0's parameters, optimizer, magnet, version and step."""
+        blob = broadcast_bytes(self.group, self._state_bytes() if self.leader else None)
+        if self.leader:
+            return
+        self.model, self.optimizer, extra = learner_state_from_bytes(
+            blob, lambda m: self._optimizer(m.to(self.device)))
+        self.version, self.step = int(extra["version"]), int(extra["step"])
+        if self.magnet is not None:
+            self.magnet = learner_magnet_from_bytes(blob).to(self.device)
+        if self.searched:  # a reset learner does not train on its former self's targets
+            self.replay = expert.Replay(self.replay.capacity, self.spec.obs_size, self.spec.num_actions)
+
+    def _group_ready(self) -> bool:
+        """Wait until every replica is ready for this update (True), or the league stops (False)."""
+        verdict = ray.get(self.rendezvous.barrier.remote(self.generation, self.rank, self.updates))
+        if verdict == "broken":
+            self._collective(self._broken)
+        return verdict == "go"
+
+    def _watch_group(self) -> None:
+        """End this process as soon as another replica restarted (a later generation opened), rather
+        than at the next update: the group comes back whole sooner."""
+        while True:
+            time.sleep(GROUP_WATCH_SECONDS)
+            try:
+                stale = ray.get(self.rendezvous.address.remote(self.generation), timeout=60) == "stale"
+            except ray.exceptions.RayError:  # the rendezvous itself restarting: ask again
+                continue
+            if stale:
+                self._collective(self._broken)
+
+    def _broken(self) -> None:
+        raise RuntimeError("a replica restarted into the group's next generation")
+
+    def _group_rows(self, rows: int) -> int:
+        """The rows of this update over the group; replica 0's state goes to all after its reset."""
+        control = torch.tensor([rows, int(self.leader and self._resync)], dtype=torch.int64)
+        self.group.sum_(control)
+        if control[1]:
+            self._take_leader_state()
+            self._resync = False
+        return int(control[0])
+
+    def weights_digest(self) -> tuple[int, int, str]:
+        """The published version and step, and a digest of their parameters (the replicas of a
+        group publish the same after every update). Read from the published weights, so that it
+        answers while an update or a wait for the group runs."""
+        import hashlib
+
+        version, step, blob = self._weights
+        h = hashlib.sha256()
+        for tensor in policy_from_bytes(blob).state_dict().values():
+            h.update(tensor.detach().cpu().numpy().tobytes())
+        return version, step, h.hexdigest()
 
     def _optimizer(self, model) -> torch.optim.Optimizer:
         if self.searched:
@@ -187,6 +277,8 @@ class LearnerImpl:
             return list(self.group_buffer)
 
     def _update(self) -> None:
+        if self.replicas > 1 and not self._group_ready():
+            return  # the league is stopping: the batch stays buffered
         data = Rollout.concat(self.buffer)
         parts = self.group_buffer
         self.buffer, self.buffered, self.group_buffer = [], 0, []
@@ -199,29 +291,44 @@ class LearnerImpl:
             log.error("%s skipped an update: %s", self.learner_id, exc)
             self.coordinator.learner_event.remote(self.learner_id, "shaper_error", {"error": str(exc)[:1000]})
             return
-        if self.searched:
-            new = self.replay.add(data, self.cfg.search_learner.value_mix)
-            self.last_stats = expert.expert_update(self.model, self.optimizer, self.replay, new,
-                                                   self.cfg.search_learner)
+        rows = len(data)
+        if self.replicas > 1:
+            self.last_stats, rows = self._collective(self._train, data)
         else:
-            set_lr(self.optimizer, scheduled_lr(self.ppo, self.step))
-            self.last_stats = ppo_update(self.model, self.optimizer, data, self.ppo, magnet=self.magnet)
+            self.last_stats = self._train(data)
         if self.magnet is not None:
             pull_magnet(self.magnet, self.model, self.ppo.magnet_rate)
+        self.version += 1
+        self.updates += 1
+        self.step += rows
+        self._publish()
+        if not self.leader:
+            return
         self.metrics.inc("updates", role=self.role, learner=self.learner_id)
         for kind in ("policy", "value", "search_value"):  # search_value: policy.search_value's head
             if math.isfinite(self.last_stats.get(f"{kind}_loss", math.nan)):
                 self.metrics.set("loss", self.last_stats[f"{kind}_loss"], learner=self.learner_id, kind=kind)
         self.metrics.set("loss", self.last_stats["entropy"], learner=self.learner_id, kind="entropy")
-        self.version += 1
-        self.updates += 1
-        self.step += len(data)
-        self._publish()
         decision = ray.get(self.coordinator.learner_progress.remote(self.learner_id, self.version, self.step))
         if decision.snapshot:
             self._snapshot()
         if time.time() - self._last_checkpoint > self.cfg.learner.checkpoint_every_seconds:
             self._checkpoint()
+
+    def _train(self, data: Rollout):
+        """One update on ``data``: the statistics; in a group, with the rows of the whole group."""
+        group = None
+        if self.replicas > 1:
+            group = self.group
+            rows = self._group_rows(len(data))
+        if self.searched:
+            new = self.replay.add(data, self.cfg.search_learner.value_mix)
+            stats = expert.expert_update(self.model, self.optimizer, self.replay, new, self.cfg.search_learner,
+                                         group=group)
+        else:
+            set_lr(self.optimizer, scheduled_lr(self.ppo, self.step))
+            stats = ppo_update(self.model, self.optimizer, data, self.ppo, magnet=self.magnet, group=group)
+        return stats if group is None else (stats, rows)
 
     def _objective(self, data: Rollout, parts: list[EpisodeGroups]) -> Rollout:
         """The rollout to train on (league.objectives.LearnerObjective), and its metrics."""
@@ -266,10 +373,13 @@ class LearnerImpl:
         if self.magnet is not None:
             self.magnet = copy.deepcopy(self.model)
         self.version += 1
+        self._resync = self.replicas > 1
         self._publish()
         log.info("%s reset (%s)", self.learner_id, reset_to or "fresh initialisation")
 
     def _checkpoint(self) -> None:
+        if not self.leader:  # replica 0 checkpoints the group's state
+            return
         extra = {"version": self.version, "step": self.step}
         if self.shaping.shaper is not None:
             try:
@@ -288,6 +398,7 @@ class LearnerImpl:
 
     def info(self) -> dict[str, Any]:
         return {"learner_id": self.learner_id, "role": self.role, "version": self.version, "step": self.step,
+                "replica": self.rank, "replicas": self.replicas,
                 "device": str(self.device), "snapshots_acked": list(self.snapshots_acked), "pid": os.getpid(),
                 "updates": self.updates, "skipped_updates": self.skipped_updates,
                 "last_shaper_error": self.last_shaper_error, "deliveries_taken": self.deliveries.taken,

@@ -33,6 +33,17 @@ DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "kuhn_poker.y
 CLI_FIX = "--config {}"  # how the launcher's user names a config file (``load_checked``'s ``fix``)
 
 
+def _check_replicas(cfg: Config) -> None:
+    """A learner group trains one role instance in several processes; a grouped objective's shaper
+    keeps its state in one."""
+    if cfg.learner.replicas in (1, "auto"):
+        return
+    for role, role_cfg in cfg.roles.items():
+        if role_cfg.count != 0 and role_cfg.objective.grouped:
+            raise ConfigError("learner.replicas", f"roles.{role} plays grouped objectives (objective.k_opponents > 1 "
+                                                  "or a shaper), whose state is one learner process's: keep 1")
+
+
 def _check_curriculum(cfg: Config, info: GameInfo) -> None:
     """Each curriculum stage builds a game that the league's networks can play: the game's
     observation and actions, a team no larger than the game's; no grouped objective beside a
@@ -74,7 +85,8 @@ def cache_warning(cfg: Config, info: GameInfo) -> str | None:
     or in-process workers when a role samples by PFSP (``alphastar``, ``pfsp``), and an evaluator
     that samples games. Such a process draws an opponent per episode, so past the cache it
     reloads snapshots from the store for most episodes (docs/operations.md). None when it fits."""
-    pfsp = any(r.count > 0 and r.sampling in ("alphastar", "pfsp") for _, r in cfg.roles.items())
+    # an auto count (league.sizing) may come to learners: warned about as one that does
+    pfsp = any(r.count != 0 and r.sampling in ("alphastar", "pfsp") for _, r in cfg.roles.items())
     sampling_evaluator = cfg.evaluator.count > 0 and not (cfg.evaluator.exact and info.supports_exact)
     if not (pfsp or sampling_evaluator):
         return None
@@ -91,7 +103,8 @@ def cache_warning(cfg: Config, info: GameInfo) -> str | None:
 
 def _check_search_learners(cfg: Config, info: GameInfo) -> None:
     """A role that learns from search needs a game whose positions copy (envs.states)."""
-    searched = [role for role, role_cfg in cfg.roles.items() if role_cfg.count and role_cfg.learner == "search"]
+    # an auto count (league.sizing) may come to learners: checked as one that does
+    searched = [role for role, role_cfg in cfg.roles.items() if role_cfg.count != 0 and role_cfg.learner == "search"]
     if not searched:
         return
     key = f"roles.{searched[0]}.learner"
@@ -136,6 +149,7 @@ def check_runnable(cfg: Config) -> GameInfo:
     except (ValueError, TypeError) as exc:
         raise ConfigError("game.name", str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     _check_curriculum(cfg, info)
+    _check_replicas(cfg)
     if info.team_size > 1:
         for role, role_cfg in cfg.roles.items():
             objective = role_cfg.objective

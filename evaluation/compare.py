@@ -138,6 +138,7 @@ from evaluation.exploitability import exact_nash_conv, is_exact
 from evaluation.stored_run import StoredRun, load_nash_mixture, load_subject
 from evaluation.search import SearchSpec, check_searchable
 from league.config import ROLE_CONFIGS, ConfigError, load_config
+from league.sizing import Resources, plan
 from league.errors import ArgumentParser, UsageError, fail
 from policies.rollout import EpisodeMixture
 
@@ -407,7 +408,8 @@ def searched_roles(side: Side, extra: Sequence[str]) -> tuple[str, ...]:
     """The roles of ``side``'s run whose learner is the search learner (``roles.<role>.learner:
     search``) and that have learners."""
     cfg = load_config(side.config, run_overrides(side, minutes=1, storage="unused", seed=0, extra=extra))
-    return tuple(name for name, role in cfg.roles.items() if role.count > 0 and role.learner == "search")
+    # an auto count (league.sizing) may come to learners: counted as one that does
+    return tuple(name for name, role in cfg.roles.items() if role.count != 0 and role.learner == "search")
 
 
 def wait_or_stop(proc: subprocess.Popen, grace_s: float = 120.0) -> int:
@@ -494,8 +496,10 @@ def played_config(game: str, side: str | Side, extra: Sequence[str]) -> dict:
     league side's mix. ``side``: a ``Side``, or a name of SIDES (from ``configs/<game>.yaml``)."""
     if not isinstance(side, Side):
         side = {s.label: s for s in comparison(config_path(game))}[side]
-    cfg = dataclasses.asdict(load_config(side.config, run_overrides(side, minutes=1, storage="unused", seed=0,
-                                                                     extra=extra)))
+    # auto values as this machine's local Ray resolves them (league.sizing), so that a kept run's
+    # record, written with the values it ran by, compares with numbers
+    loaded = load_config(side.config, run_overrides(side, minutes=1, storage="unused", seed=0, extra=extra))
+    cfg = dataclasses.asdict(plan(loaded, Resources.local())[0])
     cfg.pop("run")
     for name, role in cfg["roles"].items():
         if role["count"] == 0:

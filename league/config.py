@@ -8,6 +8,12 @@ key or an invalid value raises ``ConfigError`` whose message names the dotted ke
 launcher stops before Ray starts with one line. What needs the game and the code a config names
 is checked on the launcher's side (``actors.preflight``).
 
+``auto``: a setting declared with ``setting(..., auto=True)`` may hold ``"auto"``; the launcher
+resolves those from the cluster's resources before any actor starts (``league.sizing.plan``);
+checks before it (``rules`` here, ``actors.preflight``) take an auto count as one that may come to
+learners, or to none. ``learner.device: auto`` keeps its own meaning (CUDA where Ray gave the
+learner a GPU), which that plan also reads.
+
 Roles: a ``RoleConfig`` subclass that names its role (``class XConfig(RoleConfig, role="x")``)
 adds the section ``roles.x``; its rules are the class in ``league.roles`` that reads it.
 """
@@ -21,10 +27,10 @@ from dataclasses import dataclass, field, make_dataclass
 from typing import Any, ClassVar, Iterable, Mapping
 
 from league.anchors import parse_anchor
-from league.config_loader import ConfigError, check, from_dict, parse_override, read, setting
+from league.config_loader import AUTO, ConfigError, check, from_dict, parse_override, read, setting
 from league.objectives import ShaperError, resolve_shaper
 
-__all__ = ["Config", "ConfigError", "CurriculumStage", "EvaluatorConfig", "ExploiterConfig", "GameConfig",
+__all__ = ["AUTO", "Config", "ConfigError", "CurriculumStage", "EvaluatorConfig", "ExploiterConfig", "GameConfig",
            "LeagueConfig", "LeagueExploiterConfig", "LearnerConfig", "MainAgentConfig", "MainExploiterConfig",
            "ObjectiveConfig", "PPOConfig", "Placement", "PolicyConfig", "ROLE_CONFIGS", "RayConfig", "RoleConfig",
            "RolesConfig", "RolloutConfig", "RunConfig", "SearchConfig", "SearchLearnerConfig", "ServeConfig", "SnapshotsConfig", "check",
@@ -204,7 +210,11 @@ class MainAgentConfig(RoleConfig, role="main_agent", main=True, short="main"):
 class ExploiterConfig(RoleConfig):
     """What both exploiters have (``league.roles.Exploiter``): an early snapshot once they beat
     every target more than ``snapshot_win_rate`` (after ``min_steps_before_snapshot`` steps and
-    ``min_games_for_snapshot`` games against each), and a reset after a snapshot."""
+    ``min_games_for_snapshot`` games against each), and a reset after a snapshot. Their ``count``
+    may be ``auto``: as many as the cluster's cores feed beside the main agents (league.sizing)."""
+
+    count: int = setting(1, low=0, auto=True, doc="learners that play this role; auto: as many as the cluster's "
+                                                   "cores feed beside the main agents (league.sizing)")
 
     min_steps_before_snapshot: int = _nonneg("learner steps before an early snapshot", 5_000)
     snapshot_win_rate: float = _unit("an early snapshot once it beats every target more often than this", 0.7)
@@ -223,7 +233,8 @@ class MainExploiterConfig(ExploiterConfig, role="main_exploiter", short="mx"):
 
 @dataclass
 class LeagueExploiterConfig(ExploiterConfig, role="league_exploiter", short="lx"):
-    count: int = setting(2, low=0, doc="learners that play this role")
+    count: int = setting(2, low=0, auto=True, doc="learners that play this role; auto: as many as the cluster's "
+                                                   "cores feed beside the main agents (league.sizing)")
     pfsp_weighting: str = setting("linear_capped", choices=WEIGHTING, doc="the PFSP weighting of its PFSP draws")
 
 
@@ -344,7 +355,11 @@ def _check_resources(key: str, resources: Mapping[str, Any]) -> None:
 class LearnerConfig(Placement):
     """Where learners run and on what (docs/cluster.md)."""
 
-    device: str = setting("auto", doc="auto: CUDA when Ray gave the actor a GPU; cpu; cuda; cuda:N")
+    device: str = setting("auto", doc="auto: CUDA when Ray gave the actor a GPU (with num_gpus 0, the plan gives "
+                                      "each learner a share of the cluster's GPUs: league.sizing); cpu; cuda; cuda:N")
+    replicas: int = setting(1, low=1, auto=True, doc="learner processes of each role instance, data parallel (a "
+                                                     "learner group); auto: as many as the cluster's cores feed "
+                                                     "(league.sizing)")
     checkpoint_every_seconds: float = _positive("parameters and optimizer go to the store this often and after "
                                                 "each snapshot: the most learning a death loses", 30.0)
     nice: int | None = setting(None, low=0, high=19, doc="the process's nice value as Ray starts it "
@@ -362,14 +377,19 @@ class LearnerConfig(Placement):
 
 @dataclass
 class RolloutConfig(Placement):
-    workers_per_learner: int = _positive("rollout workers of each learner", 1)
-    envs_per_worker: int = _positive("games a worker steps as one vector", 2048)
+    workers_per_learner: int = setting(1, low=0, open_low=True, auto=True,
+                                       doc="rollout workers of each learner process; auto: the cluster's cores left "
+                                           "to workers (league.sizing)")
+    envs_per_worker: int = setting(2048, low=0, open_low=True, auto=True,
+                                   doc="games a worker steps as one vector; auto: the worker's share of a batch, "
+                                       "64 to 2048 (league.sizing)")
     steps_per_batch: int = _positive("decisions per batch sent to the learner", 4096)
     max_inflight_batches: int = _positive("batches a worker may have on their way to its learner", 2)
     results_batch_size: int = _positive("games per report to the coordinator (or what finished within 2 s)",
                                         16384)
-    opponent_inference: str = setting("serve", choices=("inprocess", "serve"),
-                                      doc="inprocess: frozen opponents in the worker's own process")
+    opponent_inference: str = setting("serve", choices=("inprocess", "serve"), auto=True,
+                                      doc="inprocess: frozen opponents in the worker's own process; auto: served "
+                                          "on a GPU where the cluster has one, else in process (league.sizing)")
     lanes: int = _positive("sub-vectors a worker alternates between while served requests are in flight", 2)
     matches_per_request: int = _positive("matches a worker draws from its plan at a time", 64)
     episodes_per_opponent: int = _positive("new episodes in a row that play each drawn opponent "
@@ -488,6 +508,8 @@ class ServeConfig:
     batch_wait_timeout_s: float = _nonneg("the longest a request waits for its batch to fill", 0.002)
     max_ongoing_requests: int = _positive("requests a replica takes at once", 256)
     num_cpus: float = _nonneg("logical CPUs of each opponents replica", 0.2)
+    num_gpus: float = _nonneg("GPUs of each opponents replica; with one, the frozen opponents' forward passes run "
+                              "on it", 0.0)
     resources: dict[str, float] = setting(factory=dict, doc="custom resources of each opponents replica")
     num_replicas: int = _positive("opponents replicas", 1)
     autoscaling: dict[str, Any] | None = setting(None, doc="Serve's autoscaling instead of num_replicas, e.g. "
@@ -585,7 +607,8 @@ class Config:
         return check(self)
 
     def rules(self, key: str) -> None:
-        if not any(role.count for _, role in self.roles.items()):
+        # an auto count may come to 0 (league.sizing): only a count given guarantees a learner
+        if not any(role.count != AUTO and role.count for _, role in self.roles.items()):
             main = next(name for name, c in ROLE_CONFIGS.items() if c.main)
             raise ConfigError(f"roles.{main}.count", "the league needs at least one learner")
         self._check_anchors()

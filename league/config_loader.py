@@ -1,7 +1,8 @@
 """How a config is declared, read and checked, for any schema of dataclasses (``league.config``'s).
 
-- ``setting(default, low=..., high=..., choices=..., doc=...)`` declares a field with its bounds
-  and its one-line meaning in the field's metadata;
+- ``setting(default, low=..., high=..., choices=..., auto=..., doc=...)`` declares a field with its
+  bounds and its one-line meaning in the field's metadata; ``auto=True`` lets it also take the
+  string ``"auto"``, which a plan of the machine resolves (``league.sizing``);
 - ``check(obj, key)`` is the one loop that checks every field of a dataclass and of the
   dataclasses inside it against that metadata, then runs the class's ``rules(key)`` (the
   cross-field rules a bound cannot say);
@@ -26,6 +27,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import yaml
 
 
+AUTO = "auto"  # what a setting declared with auto=True may hold instead of a value
+
+
 class ConfigError(ValueError):
     """A configuration key is unknown or its value invalid; ``key`` names it."""
 
@@ -36,12 +40,13 @@ class ConfigError(ValueError):
 
 def setting(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING, low: float | None = None,
             high: float | None = None, open_low: bool = False, choices: Sequence[str] | None = None,
-            doc: str = "") -> Any:
+            auto: bool = False, doc: str = "") -> Any:
     """A dataclass field with its default (or ``factory``), its bounds (``low``, ``high``; ``open_low``
-    excludes ``low``), the values it may take (``choices``) and its meaning (``doc``). ``check``
-    reads them; a None value of an optional field is not checked."""
+    excludes ``low``), the values it may take (``choices``), whether it may hold ``"auto"`` instead
+    (``auto``) and its meaning (``doc``). ``check`` reads them; a None value of an optional field and
+    ``"auto"`` in a field that takes it are not checked."""
     meta = {"low": low, "high": high, "open_low": open_low, "choices": tuple(choices) if choices else None,
-            "doc": doc}
+            "auto": auto, "doc": doc}
     return dataclasses.field(default=default, default_factory=factory, metadata=meta)
 
 
@@ -94,10 +99,10 @@ def check(obj: Any, key: str = "") -> Any:
     for f in dataclasses.fields(obj):
         dotted, value = f"{key}.{f.name}" if key else f.name, getattr(obj, f.name)
         tp, optional = _optional(hints[f.name])
-        if value is None and optional:
+        meta = f.metadata
+        if (value is None and optional) or (value == AUTO and meta.get("auto")):
             continue
         why = _wrong_type(tp, value)
-        meta = f.metadata
         if why is None and meta.get("choices") and value not in meta["choices"]:
             why = f"must be one of {', '.join(meta['choices'])}"
             value = repr(value)
@@ -107,7 +112,7 @@ def check(obj: Any, key: str = "") -> Any:
         elif why is not None:
             value = repr(value)
         if why:
-            raise ConfigError(dotted, f"{why}, got {value}")
+            raise ConfigError(dotted, f"{why}{' (or auto)' if meta.get('auto') else ''}, got {value}")
         if dataclasses.is_dataclass(value):
             check(value, dotted)
         elif isinstance(value, list):
@@ -135,25 +140,30 @@ def from_dict(cls: type, data: Any, prefix: str = "") -> Any:
     if not isinstance(data, dict):
         raise ConfigError(prefix, f"must be a mapping, got {type(data).__name__}")
     hints = _hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs = {}
     for key, value in data.items():
         dotted = f"{prefix}.{key}" if prefix else str(key)
-        if key not in names:
+        if key not in fields:
             why = getattr(cls, "unknown_key", lambda _: "unknown key")(key)
-            raise ConfigError(dotted, f"{why} (known: {', '.join(sorted(names))})")
-        kwargs[key] = _coerce(hints[key], value, dotted)
+            raise ConfigError(dotted, f"{why} (known: {', '.join(sorted(fields))})")
+        if fields[key].metadata.get("auto"):
+            kwargs[key] = value if value == AUTO else _coerce(hints[key], value, dotted, " (or auto)")
+        else:
+            kwargs[key] = _coerce(hints[key], value, dotted)
     return cls(**kwargs)
 
 
-def _coerce(tp: Any, value: Any, key: str) -> Any:
+def _coerce(tp: Any, value: Any, key: str, alt: str = "") -> Any:
+    """``value`` as type ``tp``, or a ``ConfigError`` naming ``key``; ``alt`` follows what a scalar
+    must be in the message (" (or auto)")."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
-        return _coerce(inner[0], value, key)
+        return _coerce(inner[0], value, key, alt)
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value, key)
     if tp is Any:
@@ -170,20 +180,20 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(key, f"must be true or false, got {value!r}")
+        raise ConfigError(key, f"must be true or false{alt}, got {value!r}")
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
-            raise ConfigError(key, f"must be an integer, got {value!r}")
+            raise ConfigError(key, f"must be an integer{alt}, got {value!r}")
         return int(value)
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(key, f"must be a number, got {value!r}")
+            raise ConfigError(key, f"must be a number{alt}, got {value!r}")
         if not math.isfinite(value):
             raise ConfigError(key, f"must be a finite number, got {value!r}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError(key, f"must be a string, got {value!r}")
+            raise ConfigError(key, f"must be a string{alt}, got {value!r}")
         return value
     return value
 

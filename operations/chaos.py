@@ -10,7 +10,8 @@ replica. It waits for the league to make progress again before the next kill
 (so each recovery is measured on its own), leaves the last ~15 % of the run
 without kills, stops the league as the launcher does, and prints one JSON line:
 
-- ``kills``: kills made, by kind;
+- ``kills``: kills made, by kind (``learner_replica``, a learner group's replica other than its
+  first, only when a schedule names it);
 - ``results_acked``: games in the result batches whose acknowledgement the
   senders got (their outbox ledgers, actors/outbox.py); ``results_stored``:
   games in the store's result batches;
@@ -49,6 +50,8 @@ from policies.snapshot import policy_from_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("coordinator", "learner", "worker", "evaluator", "replica")
+# with learner.replicas > 1: a learner group's replica other than replica 0 (actors.learner_group)
+GROUP_KINDS = ("learner_replica",)
 RECOVERY_TIMEOUT_S = 180.0
 log = logging.getLogger("operations.chaos")
 
@@ -107,6 +110,11 @@ class Chaos:
             return name, lambda: self.worker_acked().get(name, 0) > before
         if kind == "learner":
             return self._kill_restarting(league.learners, "info", "updates")
+        if kind == "learner_replica":
+            followers = {f"{lid}:{k}": r for lid, group in league.replicas.items() for k, r in enumerate(group) if k}
+            if not followers:
+                return "", None
+            return self._kill_restarting(followers, "info", "updates")
         if kind == "evaluator":
             return self._kill_restarting(league.evaluators, "get_stats", "rounds")
         raise ValueError(f"unknown kind {kind!r}")
@@ -133,7 +141,7 @@ class Chaos:
         if recovered is None:
             return None
         t0 = self.last_kill = time.time()
-        self.kills[kind] += 1
+        self.kills[kind] = self.kills.get(kind, 0) + 1
         while time.time() - t0 < RECOVERY_TIMEOUT_S:
             self.league.supervise()
             if recovered():

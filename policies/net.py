@@ -12,6 +12,11 @@ distribution instead of NaN.
 
 Observations are flat (B, obs_size) float32 everywhere (rollouts, the wire, the
 store); a net that wants the game's layout reshapes them to ``spec.obs_shape``.
+
+The numpy paths (``probs``, ``act``, ``stacked_probs``) run where the network's parameters are
+(``model_device``): their inputs go to that device in one copy each and their results come back
+as numpy, so an opponents replica given a GPU (``serve.num_gpus``) evaluates its snapshots there.
+On the CPU those moves are no-ops.
 """
 
 from __future__ import annotations
@@ -139,10 +144,26 @@ def layer_init(layer: nn.Module, std: float = np.sqrt(2), bias_const: float = 0.
     return layer
 
 
-def _as_tensor(x, dtype) -> torch.Tensor:
+def _as_tensor(x, dtype, device: torch.device | None = None) -> torch.Tensor:
+    """``x`` (a tensor, array or nested list) as a tensor of ``dtype`` on ``device`` (None: where a
+    tensor already is, the CPU for anything else); no copy where it already is one."""
     if isinstance(x, torch.Tensor):
-        return x.to(dtype)
-    return torch.as_tensor(np.asarray(x), dtype=dtype)
+        return x.to(device=device, dtype=dtype)
+    return torch.as_tensor(np.asarray(x), dtype=dtype, device=device)
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """Where ``model``'s parameters (or, without any, its buffers) are; the CPU for a module of neither.
+    A shipped net answers from its policy head: walking ``parameters()`` costs more per call than a
+    small batch's pass on the CPU gains from nothing."""
+    head = model.__dict__["_modules"].get("policy_head")
+    if isinstance(head, nn.Linear):
+        return head.weight.device
+    for tensor in model.parameters():
+        return tensor.device
+    for tensor in model.buffers():
+        return tensor.device
+    return torch.device("cpu")
 
 
 class PolicyNet(nn.Module):
@@ -168,7 +189,8 @@ class PolicyNet(nn.Module):
 
     # ----------------------------------------------------------------- torch
     def distribution(self, obs, mask) -> torch.distributions.Categorical:
-        logits, _ = self(_as_tensor(obs, torch.float32), _as_tensor(mask, torch.bool))
+        device = model_device(self)
+        logits, _ = self(_as_tensor(obs, torch.float32, device), _as_tensor(mask, torch.bool, device))
         return torch.distributions.Categorical(logits=logits, validate_args=False)
 
     def heads(self, obs: torch.Tensor, mask: torch.Tensor):
@@ -212,9 +234,11 @@ class PolicyNet(nn.Module):
     # ----------------------------------------------------------------- numpy
     @torch.inference_mode()
     def probs(self, obs, mask) -> np.ndarray:
-        """(B, A) float32 action probabilities; exactly 0 on illegal actions."""
-        logits, _ = self(_as_tensor(obs, torch.float32), _as_tensor(mask, torch.bool))
-        return torch.softmax(logits, dim=-1).numpy()
+        """(B, A) float32 action probabilities; exactly 0 on illegal actions. Runs on the network's
+        device (``model_device``); the result is on the CPU."""
+        device = model_device(self)
+        logits, _ = self(_as_tensor(obs, torch.float32, device), _as_tensor(mask, torch.bool, device))
+        return torch.softmax(logits, dim=-1).cpu().numpy()
 
     @torch.inference_mode()
     def act(self, obs, mask, generator=None, deterministic: bool = False):
@@ -223,18 +247,24 @@ class PolicyNet(nn.Module):
 
         ``generator`` is a ``torch.Generator`` or a ``numpy.random.Generator``
         (one uniform per row, inverse CDF); either makes sampling reproducible.
-        ``deterministic`` takes the most probable legal action.
+        ``deterministic`` takes the most probable legal action. Runs on the network's device; a
+        ``torch.Generator`` of another device samples there from the probabilities.
         """
-        logits, value = self(_as_tensor(obs, torch.float32), _as_tensor(mask, torch.bool))
+        device = model_device(self)
+        logits, value = self(_as_tensor(obs, torch.float32, device), _as_tensor(mask, torch.bool, device))
         logp_all = torch.log_softmax(logits, dim=-1)
         if deterministic:
             actions = logits.argmax(-1)
         elif isinstance(generator, np.random.Generator):
-            actions = torch.from_numpy(sample_rows(logp_all.exp().numpy(), generator))
+            actions = torch.from_numpy(sample_rows(logp_all.exp().cpu().numpy(), generator)).to(device)
+        elif generator is not None and generator.device != device:
+            actions = torch.multinomial(logp_all.exp().to(generator.device), 1,
+                                        generator=generator).squeeze(-1).to(device)
         else:
             actions = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
         logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-        return actions.numpy().astype(np.int64), logp.numpy().astype(np.float32), value.numpy().astype(np.float32)
+        return (actions.cpu().numpy().astype(np.int64), logp.cpu().numpy().astype(np.float32),
+                value.cpu().numpy().astype(np.float32))
 
 
 class ActorCritic(PolicyNet):
@@ -480,7 +510,8 @@ def stacked_probs(models: list[PolicyNet], obs: list[np.ndarray], masks: list[np
     (more than ``STACK_MAX_WEIGHTS``) run one lean pass each over one
     concatenated batch, since copying their weights into a stack costs more
     than it saves. Policies of different specs fall back to one pass each, and
-    so do conv and user nets (``stacked_mlp``).
+    so do conv and user nets (``stacked_mlp``). The passes run on the policies' device (one
+    device for all of them, as a ``SnapshotCache`` holds them); the results are on the CPU.
     """
     if len(models) == 1 or len({m.spec for m in models}) > 1 or not all(stacked_mlp(m) for m in models):
         return [m.probs(o, k) for m, o, k in zip(models, obs, masks)]
@@ -526,9 +557,10 @@ def _one_pass_each(models: list[ActorCritic], obs: list[np.ndarray], masks: list
     """The policies' probabilities with one pass each over their own rows of one concatenated
     batch, the value head skipped, and one masked softmax over all rows."""
     sizes = [len(o) for o in obs]
-    x = _as_tensor(np.concatenate(obs), torch.float32)
-    mask = _as_tensor(np.concatenate(masks), torch.bool)
-    logits = torch.empty((len(x), models[0].spec.num_actions))
+    device = model_device(models[0])
+    x = _as_tensor(np.concatenate(obs), torch.float32, device)
+    mask = _as_tensor(np.concatenate(masks), torch.bool, device)
+    logits = torch.empty((len(x), models[0].spec.num_actions), device=device)
     start = 0
     for model, n in zip(models, sizes):
         h = x[start:start + n]
@@ -536,7 +568,7 @@ def _one_pass_each(models: list[ActorCritic], obs: list[np.ndarray], masks: list
             h = torch.addmm(layer.bias, h, layer.weight.t()) if isinstance(layer, nn.Linear) else layer(h)
         torch.addmm(model.policy_head.bias, h, model.policy_head.weight.t(), out=logits[start:start + n])
         start += n
-    probs = torch.softmax(logits.masked_fill_(~mask, ILLEGAL_LOGIT), dim=-1).numpy()
+    probs = torch.softmax(logits.masked_fill_(~mask, ILLEGAL_LOGIT), dim=-1).cpu().numpy()
     return np.split(probs, np.cumsum(sizes)[:-1])
 
 
@@ -548,6 +580,9 @@ def _stacked(models: list[ActorCritic], obs: list[np.ndarray], masks: list[np.nd
     for g, (o, k) in enumerate(zip(obs, masks)):
         x[g, :sizes[g]] = _as_tensor(o, torch.float32)
         mask[g, :sizes[g]] = _as_tensor(k, torch.bool)
+    # padded on the CPU, then one copy each to the policies' device (none on the CPU)
+    device = model_device(models[0])
+    x, mask = x.to(device), mask.to(device)
     trunk = models[0].trunk
     for i in range(len(trunk)):
         if isinstance(trunk[i], nn.Linear):
@@ -559,7 +594,7 @@ def _stacked(models: list[ActorCritic], obs: list[np.ndarray], masks: list[np.nd
     w = torch.stack([m.policy_head.weight for m in models])
     b = torch.stack([m.policy_head.bias for m in models]).unsqueeze(1)
     logits = torch.baddbmm(b, x, w.transpose(1, 2)).masked_fill(~mask, ILLEGAL_LOGIT)
-    probs = torch.softmax(logits, dim=-1).numpy()
+    probs = torch.softmax(logits, dim=-1).cpu().numpy()
     return [probs[g, :sizes[g]] for g in range(G)]
 
 

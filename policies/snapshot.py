@@ -176,11 +176,14 @@ class SnapshotCache:
     than ``max_bytes``. ``get`` loads through the ``fetch`` callable; async callers use
     ``lookup`` and ``load``. ``loads`` counts misses, ``expired`` the policies dropped idle.
     ``on_bytes`` is told the weight bytes held whenever they change (a process's gauge).
+    ``device`` (None: the CPU) is where loaded policies go: an opponents replica given a GPU
+    loads its snapshots onto it (blobs are still read onto the CPU, ``weights_only``, first).
     """
 
     def __init__(self, capacity: int, fetch: Callable[[str], bytes] | None = None, max_bytes: int | None = None,
                  on_load: Callable[[], None] | None = None, idle_seconds: float | None = None,
-                 clock: Callable[[], float] = time.monotonic, on_bytes: Callable[[int], None] | None = None):
+                 clock: Callable[[], float] = time.monotonic, on_bytes: Callable[[int], None] | None = None,
+                 device: torch.device | str | None = None):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         if max_bytes is not None and max_bytes <= 0:
@@ -194,6 +197,7 @@ class SnapshotCache:
         self.on_load = on_load  # called once per load (a process's metric of misses)
         self.on_bytes = on_bytes
         self.clock = clock
+        self.device = torch.device(device) if device is not None else None
         # least recently used first: agent id -> (policy, weight bytes, time of last use)
         self._entries: OrderedDict[str, tuple[PolicyNet, int, float]] = OrderedDict()
         self.bytes = 0  # weights held
@@ -243,11 +247,15 @@ class SnapshotCache:
         return model
 
     def load(self, agent_id: str, blob: bytes) -> PolicyNet:
-        """Load a snapshot blob (``weights_only``; ValueError if it is not one) and cache it."""
+        """Load a snapshot blob (``weights_only``; ValueError if it is not one) onto the cache's
+        device and cache it."""
         self.loads += 1
         if self.on_load is not None:
             self.on_load()
-        return self.put(agent_id, policy_from_bytes(blob))
+        model = policy_from_bytes(blob)
+        if self.device is not None:
+            model.to(self.device)
+        return self.put(agent_id, model)
 
     def get(self, agent_id: str) -> PolicyNet:
         """The policy of ``agent_id``, fetched and loaded on a miss (the fetch's errors propagate)."""

@@ -13,6 +13,8 @@ Settings that matter on small machines:
   or batches never fill and the router backs off;
 - ``ray_actor_options={"num_cpus": serve.num_cpus}`` (a fraction): a replica
   reserves a whole CPU by default;
+- ``serve.num_gpus`` (a fraction of a GPU, 0 by default): a replica given one loads its
+  snapshots onto the GPU and runs the batch's forward passes there; otherwise on its CPU;
 - ``RAY_SERVE_THROUGHPUT_OPTIMIZED=1`` (set by the launcher and the Makefile).
 """
 
@@ -28,6 +30,7 @@ from ray import serve
 
 from league.seeds import seed_sequence
 from monitoring.metrics import LeagueMetrics
+from policies.device import resolve_device
 from policies.snapshot import SnapshotCache
 from serve.batching import act_known, run_grouped, validate_request
 
@@ -49,7 +52,11 @@ class Opponents:
         torch.set_num_threads(1)
         self.coordinator = ray.get_actor(coordinator_name, namespace=namespace)
         self.metrics = LeagueMetrics()
-        self.cache = SnapshotCache(cache_size, max_bytes=cache_bytes,
+        # cuda where Ray gave this replica a GPU (serve.num_gpus) and torch sees it; the snapshots
+        # load onto it and every forward pass of a batch runs there (policies.net follows the model)
+        self.device = resolve_device("auto", ray.get_gpu_ids())
+        log.info("opponents replica runs its forward passes on %s", self.device)
+        self.cache = SnapshotCache(cache_size, max_bytes=cache_bytes, device=self.device,
                                    on_load=lambda: self.metrics.inc("snapshot_loads", process="serve"),
                                    on_bytes=lambda b: self.metrics.set("snapshot_cache_bytes", b, process="serve"),
                                    idle_seconds=cache_idle_seconds)
@@ -95,10 +102,12 @@ class Opponents:
 
 
 def replica_actor_options(serve_cfg) -> dict:
-    """Each replica's Ray options: a fraction of a CPU (a replica reserves a whole one by default) and
-    any custom resources. Replicas hold no state but an LRU of snapshots fetched from the coordinator,
-    so they may run on any node."""
+    """Each replica's Ray options: a fraction of a CPU (a replica reserves a whole one by default), its
+    share of a GPU where ``serve.num_gpus`` gives one, and any custom resources. Replicas hold no
+    state but an LRU of snapshots fetched from the coordinator, so they may run on any node."""
     options: dict = {"num_cpus": serve_cfg.num_cpus}
+    if serve_cfg.num_gpus > 0:
+        options["num_gpus"] = serve_cfg.num_gpus
     if serve_cfg.resources:
         options["resources"] = dict(serve_cfg.resources)
     return options

@@ -5,7 +5,8 @@ then a node lost.
 A head that declares ``league_storage`` (the store's node) and two worker nodes that declare
 ``league_worker``; the league is configured the way docs/cluster.md tells a user to: the coordinator
 on the storage resource, learners / rollout workers / evaluators / opponents replicas on
-``league_worker``, spread. Placement is read from Ray's state API, never from our own code.
+``league_worker``, spread, each role instance a learner group of two replicas (one on each worker
+node). Placement is read from Ray's state API, never from our own code.
 The second test kills a worker node mid-run and counts, exactly, that nothing acknowledged was lost.
 """
 
@@ -39,11 +40,14 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 WORKER = {"league_worker": 0.01}
 OVERRIDES = [
     "ray.storage_resource=league_storage",
-    f"learner.resources={json.dumps(WORKER)}", "learner.scheduling=spread",
+    # each role instance a learner group of two replicas, spread over the two worker nodes; no league
+    # exploiter, so that the league's eight learners and workers start within the waits below
+    f"learner.resources={json.dumps(WORKER)}", "learner.scheduling=spread", "learner.replicas=2",
+    "roles.league_exploiter.count=0",
     f"rollout.resources={json.dumps(WORKER)}", "rollout.scheduling=spread",
     f"evaluator.resources={json.dumps(WORKER)}",
     f"serve.resources={json.dumps(WORKER)}", "serve.num_replicas=2", f"serve.port={SERVE_PORT}",
-    "run.max_minutes=2",
+    "run.max_minutes=4",
 ]
 
 
@@ -103,6 +107,8 @@ def start_prometheus(folder: Path):
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """``ray start`` head (declares league_storage) + two worker nodes (league_worker), as a user starts them.
+    Each worker node declares 8 CPUs (logical: all run on this machine), so that either one holds
+    the whole league but its coordinator once the other is lost.
 
     The job's entrypoint runs with the cluster's PATH: the nodes start from the project's environment."""
     import ray
@@ -117,7 +123,7 @@ def cluster(tmp_path_factory):
                 # a killed node is declared dead after ~3 s instead of ~15 s
                 '--system-config={"health_check_period_ms": 1000, "health_check_failure_threshold": 3}', *node_args(0))
         for k in (1, 2):
-            ray_cli("start", f"--address=127.0.0.1:{GCS_PORT}", "--num-cpus=4",
+            ray_cli("start", f"--address=127.0.0.1:{GCS_PORT}", "--num-cpus=8",
                     f'--resources={{"league_worker": 1, "node_w{k}": 1}}', *node_args(k, node_dirs[k]))
         ray.init(address=f"127.0.0.1:{GCS_PORT}", namespace="league", log_to_driver=False)
         nodes = {n.node_id: n for n in wait_for(lambda: (lambda ns: ns if len(ns) == 3 else None)(
@@ -236,16 +242,19 @@ def openers_of(directory: Path) -> set[int]:
 def test_job_places_the_coordinator_on_the_storage_node_and_the_rest_on_workers(cluster):
     job = start_job(cluster)
     head, workers = cluster["head"], set(cluster["workers"])
-    first = wait_for(lambda: (lambda s: s if s["pool_size"] >= 3 and s["games"] > 500 else None)(status()),
-                     timeout=150, what="a first snapshot per learner")
-    actors = wait_for(lambda: (lambda a: a if sum(n.startswith("worker:") for n in a) == 3 else None)(actors_by_name()),
-                      what="three rollout workers")
+    first = wait_for(lambda: (lambda s: s if s["pool_size"] >= 2 and s["games"] > 500 else None)(status()),
+                     timeout=240, what="a first snapshot per learner")
+    actors = wait_for(lambda: (lambda a: a if sum(n.startswith("worker:") for n in a) == 4 else None)(actors_by_name()),
+                      what="four rollout workers (one per learner replica)")
     assert actors["coordinator"].node_id == head
     learners = [a for n, a in actors.items() if n.startswith("learner:")]
     rollout = [a for n, a in actors.items() if n.startswith("worker:")]
     evaluators = [a for n, a in actors.items() if n.startswith("evaluator:")]
-    assert len(learners) == 3 and len(evaluators) == 1
+    assert len(learners) == 4 and len(evaluators) == 1
     assert all(a.node_id in workers for a in learners + rollout + evaluators)
+    # a learner group's two replicas, placed by its placement group: one on each worker node
+    for lid in ("main_agent-0", "main_exploiter-0"):
+        assert {actors[f"learner:{lid}"].node_id, actors[f"learner:{lid}:1"].node_id} == workers, lid
     # spread: both worker nodes run rollout workers or learners
     assert {a.node_id for a in learners + rollout} == workers
     served = wait_for(lambda: (lambda r: r if len(r) == 2 else None)(replicas()), what="two opponents replicas")
@@ -277,7 +286,7 @@ def test_job_places_the_coordinator_on_the_storage_node_and_the_rest_on_workers(
         got = requests.get(f"{cluster['prometheus']}/api/v1/query", timeout=10, params={
             "query": f'last_over_time(ray_league_pool_size{{SessionName="{session}"}}[10m])'}).json()
         roles = {p["metric"]["role"] for p in got["data"]["result"]}
-        return roles if roles == {"main_agent", "main_exploiter", "league_exploiter"} else None
+        return roles if {"main_agent", "main_exploiter"} <= roles else None
     wait_for(pools, timeout=60, what="the league's pool sizes in Prometheus")
 
 
@@ -286,7 +295,7 @@ def test_node_loss_restarts_its_actors_elsewhere_and_loses_nothing_acknowledged(
     import ray
 
     job = start_job(cluster)
-    wait_for(lambda: status()["pool_size"] >= 3, timeout=150, what="a league with snapshots")
+    wait_for(lambda: status()["pool_size"] >= 2, timeout=240, what="a league with snapshots")
     actors = actors_by_name()
     victim_id = actors["worker:main_agent-0:0"].node_id
     (survivor_id,) = set(cluster["workers"]) - {victim_id}
@@ -311,7 +320,7 @@ def test_node_loss_restarts_its_actors_elsewhere_and_loses_nothing_acknowledged(
         now = actors_by_name()
         return all(n in now and now[n].node_id == survivor_id for n in moved) and any(
             r.node_id == survivor_id for r in replicas())
-    wait_for(restarted, timeout=90, what=f"{moved} restarted on the surviving node")
+    wait_for(restarted, timeout=180, what=f"{moved} restarted on the surviving node")
     wait_for(lambda: status()["games"] > killed_at + 2000, timeout=90, what="games after the node loss")
 
     # The coordinator itself, killed, restarts on the storage node and the league goes on from the store.

@@ -293,3 +293,61 @@ def test_a_section_made_directly_is_checked_by_the_same_bounds(make, key):
     with pytest.raises(ConfigError) as info:
         make()
     assert info.value.key == key
+
+
+@pytest.mark.parametrize("override", [
+    "rollout.workers_per_learner=auto", "rollout.envs_per_worker=auto", "rollout.opponent_inference=auto",
+    "learner.replicas=auto", "roles.main_exploiter.count=auto", "roles.league_exploiter.count=auto",
+])
+def test_auto_is_kept_for_the_plan_to_resolve(override):
+    key, _ = override.split("=")
+    section, *rest = key.split(".")
+    node = getattr(load_config(None, [override]), section)
+    for name in rest:
+        node = getattr(node, name)
+    assert node == "auto"
+
+
+def test_learner_replicas_default_to_one():
+    assert load_config().learner.replicas == 1
+    assert load_config(None, ["learner.replicas=3"]).learner.replicas == 3
+
+
+@pytest.mark.parametrize("override, key, why", [
+    ("rollout.workers_per_learner=0", "rollout.workers_per_learner", "must be > 0 (or auto), got 0"),
+    ("rollout.workers_per_learner=Auto", "rollout.workers_per_learner", "must be an integer (or auto), got 'Auto'"),
+    ("rollout.envs_per_worker=2.5", "rollout.envs_per_worker", "must be an integer (or auto), got 2.5"),
+    ("rollout.opponent_inference=gpu", "rollout.opponent_inference",
+     "must be one of inprocess, serve (or auto), got 'gpu'"),
+    ("learner.replicas=0", "learner.replicas", "must be >= 1 (or auto), got 0"),
+    ("learner.replicas=two", "learner.replicas", "must be an integer (or auto), got 'two'"),
+    ("roles.main_exploiter.count=-1", "roles.main_exploiter.count", "must be >= 0 (or auto), got -1"),
+    ("roles.league_exploiter.count=1.5", "roles.league_exploiter.count", "must be an integer (or auto), got 1.5"),
+    ("roles.main_agent.count=auto", "roles.main_agent.count", "must be an integer, got 'auto'"),  # not sized
+    ("ppo.epochs=auto", "ppo.epochs", "must be an integer, got 'auto'"),
+    ("learner.device=automatic", "learner.device", "must be auto, cpu, cuda or cuda:N, got 'automatic'"),
+])
+def test_auto_is_taken_only_where_a_setting_declares_it(override, key, why):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [override])
+    assert err.value.key == key and str(err.value) == f"{key}: {why}"
+
+
+def test_a_league_of_auto_exploiters_needs_a_main_agent_given():
+    # an auto count may come to none (league.sizing): only a count given guarantees a learner
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["roles.main_agent.count=0", "roles.main_exploiter.count=auto",
+                           "roles.league_exploiter.count=auto"])
+    assert err.value.key == "roles.main_agent.count"
+
+
+def test_auto_in_a_section_made_directly_is_checked_by_the_same_rule():
+    from league.config import LearnerConfig, RolloutConfig, check
+
+    check(RolloutConfig(workers_per_learner="auto", opponent_inference="auto"), "rollout")
+    with pytest.raises(ConfigError) as err:
+        check(RolloutConfig(workers_per_learner="many"), "rollout")
+    assert err.value.key == "rollout.workers_per_learner"
+    with pytest.raises(ConfigError) as err:
+        check(LearnerConfig(replicas=0), "learner")
+    assert err.value.key == "learner.replicas"
