@@ -55,11 +55,10 @@ def cluster_resources() -> Resources:
     """What the Ray this process is connected to offers (``league.sizing``): its nodes counted by
     Ray's node table, since nodes on one machine share one ``node:<ip>`` resource."""
     alive = sum(1 for node in ray.nodes() if node.get("Alive"))
-    resources = Resources.from_ray(ray.cluster_resources())
+    total = ray.cluster_resources()
     if alive > 1:
-        total = ray.cluster_resources()
         return Resources(cpus=float(total.get("CPU", 0.0)), gpus=float(total.get("GPU", 0.0)), nodes=alive)
-    return resources
+    return Resources.from_ray(total)
 
 
 class LeagueRun:

@@ -291,11 +291,7 @@ class LearnerImpl:
             log.error("%s skipped an update: %s", self.learner_id, exc)
             self.coordinator.learner_event.remote(self.learner_id, "shaper_error", {"error": str(exc)[:1000]})
             return
-        rows = len(data)
-        if self.replicas > 1:
-            self.last_stats, rows = self._collective(self._train, data)
-        else:
-            self.last_stats = self._train(data)
+        self.last_stats, rows = self._collective(self._train, data) if self.replicas > 1 else self._train(data)
         if self.magnet is not None:
             pull_magnet(self.magnet, self.model, self.ppo.magnet_rate)
         self.version += 1
@@ -315,12 +311,12 @@ class LearnerImpl:
         if time.time() - self._last_checkpoint > self.cfg.learner.checkpoint_every_seconds:
             self._checkpoint()
 
-    def _train(self, data: Rollout):
-        """One update on ``data``: the statistics; in a group, with the rows of the whole group."""
-        group = None
+    def _train(self, data: Rollout) -> tuple[dict, int]:
+        """One update on ``data``: its statistics and the rows it trained on (a group's: all replicas')."""
+        group, rows = None, len(data)
         if self.replicas > 1:
             group = self.group
-            rows = self._group_rows(len(data))
+            rows = self._group_rows(rows)
         if self.searched:
             new = self.replay.add(data, self.cfg.search_learner.value_mix)
             stats = expert.expert_update(self.model, self.optimizer, self.replay, new, self.cfg.search_learner,
@@ -328,7 +324,7 @@ class LearnerImpl:
         else:
             set_lr(self.optimizer, scheduled_lr(self.ppo, self.step))
             stats = ppo_update(self.model, self.optimizer, data, self.ppo, magnet=self.magnet, group=group)
-        return stats if group is None else (stats, rows)
+        return stats, rows
 
     def _objective(self, data: Rollout, parts: list[EpisodeGroups]) -> Rollout:
         """The rollout to train on (league.objectives.LearnerObjective), and its metrics."""

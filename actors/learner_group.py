@@ -164,7 +164,6 @@ def replica_options(section, placement_group, rank: int) -> dict:
     from actors.placement import learner_options
 
     options = learner_options(section)
-    options.pop("scheduling_strategy", None)
     options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
         placement_group=placement_group, placement_group_bundle_index=rank)
     return options

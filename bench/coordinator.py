@@ -71,13 +71,18 @@ def seed_pool(storage: str) -> list[str]:
     cfg = bench_config(storage)
     blob = policy_to_bytes(ActorCritic(PolicySpec(obs_size=11, num_actions=2, hidden=(8,))))
     with LeagueStore(storage) as store:
-        store.set_meta("game", cfg.game.name)
-        store.set_meta("game_params", cfg.game.kwargs)
-        store.set_meta("config", cfg.to_dict())
-        league = League(cfg, store)
-        for i in range(POOL):
-            league.add_seed(f"agent-{i}", blob)
-        return list(league.learners)
+        return list(seeded_league(store, cfg, POOL, blob).learners)
+
+
+def seeded_league(store: LeagueStore, cfg, pool: int, blob: bytes) -> League:
+    """A league of ``cfg`` in the new ``store`` whose pool holds ``pool`` copies of the snapshot ``blob``."""
+    store.set_meta("game", cfg.game.name)
+    store.set_meta("game_params", cfg.game.kwargs)
+    store.set_meta("config", cfg.to_dict())
+    league = League(cfg, store)
+    for i in range(pool):
+        league.add_seed(f"agent-{i}", blob)
+    return league
 
 
 def simulated_games(got, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

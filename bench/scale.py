@@ -77,7 +77,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.coordinator import Report
+from bench.coordinator import Report, seeded_league
 from bench.learner import rollout_pieces
 from bench.nets import positions
 from bench.step_cost import LEARNER, Setting, synthetic_weights
@@ -85,7 +85,7 @@ from envs import make_game
 from evaluation.exploitability import is_exact
 from league.config import Config, ConfigError, load_config
 from league.errors import ArgumentParser, fail
-from league.league import League, learner_ids
+from league.league import learner_ids
 from league.matchmaking import MatchSampler
 from league.sizing import Resources, plan
 from league.store import LeagueStore
@@ -247,12 +247,7 @@ def measure_coordinator(cfg: Config, seconds: float, matches: int = 512) -> dict
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as root:
         cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, storage=root))
         with LeagueStore(root) as store:
-            store.set_meta("game", cfg.game.name)
-            store.set_meta("game_params", cfg.game.kwargs)
-            store.set_meta("config", cfg.to_dict())
-            league = League(cfg, store)
-            for i in range(pool):
-                league.add_seed(f"agent-{i}", blob)
+            league = seeded_league(store, cfg, pool, blob)
             learners = list(league.learners)
             samplers = {lid: MatchSampler(lid, np.random.default_rng(i), cfg.league.match_plan_seconds)
                         for i, lid in enumerate(learners)}
