@@ -1,21 +1,40 @@
-"""The league's own logic: pure Python, numpy and scipy (no Ray, no torch)."""
+"""The league's own logic: pure Python, numpy and scipy (no Ray, no torch).
 
-from league.config import Config, ConfigError, RoleConfig, load_config
-from league.diversity import DiversityTracker, TrajectoryBatch, diversity_score, embed_trajectory, pairwise_cosine_distances
-from league.elo import EloTable, expected_score
-from league.matchmaking import pfsp_probabilities, pfsp_weights
-from league.messages import Match
-from league.roles import choose_match
-from league.nash import NashSolver, build_payoff_matrix, compute_nash_distribution, meta_exploitability, nash_entropy
-from league.payoff import PayoffTable
-from league.pool import AgentRecord, AgentType
-from league.store import LeagueStore, StoreError
-from league.tutorial import AgentPool, LeagueMatchmaker, MatchDatabase
+The names below are imported on first use (PEP 562), so that a process importing one module of the
+league (a rollout worker reading ``league.config``) does not pay for the others (``league.nash``
+loads scipy's LP solver)."""
 
-__all__ = [
-    "AgentPool", "AgentRecord", "AgentType", "Config", "ConfigError", "DiversityTracker", "EloTable",
-    "LeagueMatchmaker", "LeagueStore", "Match", "MatchDatabase", "NashSolver", "PayoffTable", "RoleConfig", "StoreError",
-    "TrajectoryBatch", "build_payoff_matrix", "choose_match", "compute_nash_distribution", "diversity_score",
-    "embed_trajectory", "expected_score", "load_config", "meta_exploitability", "nash_entropy",
-    "pairwise_cosine_distances", "pfsp_probabilities", "pfsp_weights",
-]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "league.config": ("Config", "ConfigError", "RoleConfig", "load_config"),
+    "league.diversity": ("DiversityTracker", "TrajectoryBatch", "diversity_score", "embed_trajectory",
+                         "pairwise_cosine_distances"),
+    "league.elo": ("EloTable", "expected_score"),
+    "league.matchmaking": ("pfsp_probabilities", "pfsp_weights"),
+    "league.messages": ("Match",),
+    "league.roles": ("choose_match",),
+    "league.nash": ("NashSolver", "build_payoff_matrix", "compute_nash_distribution", "meta_exploitability",
+                    "nash_entropy"),
+    "league.payoff": ("PayoffTable",),
+    "league.pool": ("AgentRecord", "AgentType"),
+    "league.store": ("LeagueStore", "StoreError"),
+    "league.tutorial": ("AgentPool", "LeagueMatchmaker", "MatchDatabase"),
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module 'league' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

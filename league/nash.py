@@ -46,8 +46,6 @@ from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
 import numpy as np
-from scipy.linalg import cho_solve
-from scipy.optimize import linprog
 
 __all__ = [
     "NashSolution",
@@ -256,6 +254,8 @@ def _solve_lp(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     ``1 / 1^T u``; the LP's duals are ``y / value``. It has no free variable
     and no equality row, which HiGHS' dual simplex handles fastest.
     """
+    from scipy.optimize import linprog  # here: a process that never solves does not load scipy's solvers
+
     n, m = a.shape
     b = a + 2.0
     res = linprog(
@@ -293,6 +293,8 @@ def _solve_ipm(a: np.ndarray, tol: float, max_iter: int = 60) -> tuple[np.ndarra
     "every supported strategy earns the value". It is accepted only if the
     result's NashConv on ``a`` is <= ``tol``; ``None`` sends the caller to HiGHS.
     """
+    from scipy.linalg import cho_solve
+
     n, m = a.shape
     b = a + 2.0
     bt = np.ascontiguousarray(b.T)
