@@ -24,16 +24,13 @@ setup: $(STAMP)
 run: setup
 	$(PY) -m actors.launch $(ARGS)
 
-# The tests that start Ray run one after another (only one local Ray at a time); the tests that
-# start none run beside them in one more process at the lowest CPU priority (nice 19: they take
-# the cycles the Ray tests leave, which wait much of their time on start-ups and leagues, and do
-# not slow them), their output held until the Ray tests are done. Either half may
-# select nothing when PYTEST_ARGS names tests of the other kind; both selecting nothing
-# (pytest's exit code 5) fails.
+# The tests that start no Ray run first, in two processes; then the tests that start Ray, one
+# after another (one local Ray at a time), on an otherwise idle machine: run beside them, the pure
+# tests slow their leagues (docs/results.md, "The test suite's time"). Either half may select
+# nothing when PYTEST_ARGS names tests of the other kind; both selecting nothing (exit code 5) fails.
 test: setup prometheus browser lint-imports
-	@log=$$(mktemp); nice -n 19 $(PY) -m pytest -q -m "not ray" $(PYTEST_ARGS) >$$log 2>&1 & pid=$$!; \
-	$(PY) -m pytest -q -m ray $(PYTEST_ARGS); ray=$$?; \
-	wait $$pid; pure=$$?; echo "== the tests that start no Ray:"; cat $$log; rm -f $$log; \
+	@$(PY) -m pytest -q -n 2 -m "not ray" $(PYTEST_ARGS); pure=$$?; \
+	$(PY) -m pytest -q -m ray --durations=15 $(PYTEST_ARGS); ray=$$?; \
 	echo "make test: pure tests exit $$pure, Ray tests exit $$ray"; \
 	if [ $$pure = 5 ] && [ $$ray = 5 ]; then exit 5; fi; \
 	[ $$pure = 0 -o $$pure = 5 ] && [ $$ray = 0 -o $$ray = 5 ]

@@ -78,15 +78,15 @@ FACTORY = "examples.nets.layernorm_mlp:build"
 ], ids=["vector", "pettingzoo-and-factory-net"])
 def test_the_example_game_runs_a_league_from_the_launcher_and_answers_nash_act(tmp_path, config, cwd, port, game, net):
     cmd = [sys.executable, "-m", "actors.launch", "--config", config, f"run.storage={tmp_path}",
-           "run.max_minutes=3", f"serve.port={port}", "league.nash_every_seconds=2",
-           "roles.main_agent.snapshot_every_steps=5000", "roles.main_exploiter.snapshot_every_steps=5000",
-           "roles.league_exploiter.snapshot_every_steps=5000", "rollout.envs_per_worker=32",
-           "rollout.steps_per_batch=512", "evaluator.games_per_pair=16", *net]
+           "run.max_minutes=4", f"serve.port={port}", "league.nash_every_seconds=2",
+           *[f"roles.{role}.snapshot_every_steps=1000" for role in ("main_agent", "main_exploiter", "league_exploiter")],
+           "roles.main_exploiter.min_steps_before_snapshot=500", "roles.league_exploiter.min_steps_before_snapshot=500",
+           "rollout.envs_per_worker=32", "rollout.steps_per_batch=512", "evaluator.games_per_pair=16", *net]
     proc = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     obs, masks = boxes_decisions(32)
     answer = None
     try:
-        deadline = time.time() + 150
+        deadline = time.time() + 210
         while time.time() < deadline and proc.poll() is None and answer is None:
             time.sleep(2)
             try:
@@ -244,7 +244,9 @@ def test_a_game_that_raises_mid_run_drops_episodes_and_the_league_goes_on(user_r
     ("pettingzoo:go_v5", ["game.params={board_size: 5, komi: 0.5}"]),
 ], ids=["connect_four", "leduc", "go5x5"])
 def test_pettingzoo_classic_leagues(user_ray, tmp_path, game, params):
-    status, final, _ = run_league(tmp_path, game, *params,
+    cadence = ["roles.main_agent.snapshot_every_steps=1000", "roles.main_exploiter.snapshot_every_steps=1000",
+               "roles.main_exploiter.min_steps_before_snapshot=500"]
+    status, final, _ = run_league(tmp_path, game, *params, *cadence,
                                   until=lambda s: s["pool_size"] >= 2 and s["games"] >= 500 and s["nash_support"] >= 1)
     assert final["pool_size"] >= 2 and final["games"] >= 500, final
     assert assert_exact_accounting(tmp_path) == final["games"]

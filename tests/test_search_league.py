@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +19,7 @@ import pytest
 import requests
 
 from league import measures
-from league.store import LeagueStore
+from league.store import LeagueStore, StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
@@ -25,36 +28,65 @@ UNIFORM_TIC_TAC_TOE = 1.9196593915343916  # OpenSpiel's nash_conv of uniform pla
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-def launch(*args: str, cwd: Path = ROOT, timeout: float = 420) -> str:
-    out = subprocess.run([sys.executable, "-m", "actors.launch", *args], cwd=cwd, env=ENV, capture_output=True,
-                         text=True, timeout=timeout)
-    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
-    return out.stdout + out.stderr
+def launch_until(*args: str, until, timeout: float = 240) -> str:
+    """The launcher until ``until()`` holds (polled every 2 s), then Ctrl-C: it must stop cleanly."""
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "actors.launch", *args], cwd=ROOT, env=ENV, stdout=log,
+                                stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.time() + timeout
+            while time.time() < deadline and proc.poll() is None and not until():
+                time.sleep(2)
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=180)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        log.seek(0)
+        out = log.read()
+    assert proc.returncode == 0, out[-4000:]
+    return out
+
+
+def read_store(storage: Path, fn, empty):
+    """``fn(store)`` on the run's store, read only; ``empty`` until the launcher has made it."""
+    try:
+        with LeagueStore(storage, create=False, readonly=True) as store:
+            return fn(store)
+    except StoreError:
+        return empty
 
 
 def test_tic_tac_toe_learns_from_search_with_exact_nash_conv_and_resumes(tmp_path):
-    out = launch("--config", "configs/tic_tac_toe.yaml", f"run.storage={tmp_path}", "run.max_minutes=1.5",
-                 "run.exploitability_every_seconds=10", "roles.main_agent.snapshot_every_steps=5000",
-                 "serve.port=8151")
+    def state():
+        return read_store(tmp_path, lambda store: ([m["value"] for m in store.measurements(measures.NASH_CONV)],
+                                                   [a for a in store.agents() if a.agent_id.startswith("main_agent-0-")],
+                                                   store.learners()), ([], [], []))
+
+    def learned():
+        values, snapshots, _ = state()
+        return len(values) >= 2 and len(snapshots) >= 2 and values[-1] < UNIFORM_TIC_TAC_TOE - 0.07
+
+    out = launch_until("--config", "configs/tic_tac_toe.yaml", f"run.storage={tmp_path}", "run.max_minutes=3",
+                       "run.exploitability_every_seconds=10", "roles.main_agent.snapshot_every_steps=5000",
+                       "serve.port=8151", until=learned)
     assert "NashConv" in out  # the progress line shows the published policy's exact NashConv
-    with LeagueStore(tmp_path, create=False) as store:
-        measured = store.measurements(measures.NASH_CONV)
-        (learner,) = store.learners()
-        snapshots = [a for a in store.agents() if a.agent_id.startswith("main_agent-0-")]
-    assert len(measured) >= 2 and len(snapshots) >= 2
+    values, snapshots, (learner,) = state()
+    assert len(values) >= 2 and len(snapshots) >= 2
     # every measure is a NashConv (in [0, 2] for a game of returns in [-1, 1]); the published one never
     # rises (a published snapshot stays unless one measures lower) and ends below uniform play's
-    values = [m["value"] for m in measured]
     assert all(0.0 <= v <= 2.0 for v in values)
     assert all(b <= a + 1e-9 for a, b in zip(values, values[1:])), values
     assert values[-1] < UNIFORM_TIC_TAC_TOE - 0.07, values
-    launch("--config", "configs/tic_tac_toe.yaml", f"run.storage={tmp_path}", "run.max_minutes=0.5",
-           "serve.port=8151")
-    with LeagueStore(tmp_path, create=False) as store:
-        (again,) = store.learners()
-    # resumed from its checkpoint: half a minute more goes on from where it stopped (a fresh start
-    # would count from version 0 again)
-    assert again["version"] > learner["version"] and again["step"] > learner["step"]
+
+    # resumed from its checkpoint: it goes on from where it stopped (a fresh start would count from
+    # version 0 again)
+    def went_on():
+        return any(again["version"] > learner["version"] and again["step"] > learner["step"] for again in state()[2])
+
+    launch_until("--config", "configs/tic_tac_toe.yaml", f"run.storage={tmp_path}", "run.max_minutes=1",
+                 "serve.port=8151", until=went_on)
+    assert went_on()
 
 
 TAKEAWAY = "pettingzoo:tests.data.takeaway:env"
@@ -68,9 +100,16 @@ def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_
     lines = [f'game: {{name: "{TAKEAWAY}"}}' if line.startswith("game:") else line for line in text.splitlines()]
     config.write_text("\n".join(lines) + "\n")
     cadence = [f"roles.{role}.snapshot_every_steps=2000" for role in ("main_agent", "main_exploiter", "league_exploiter")]
-    launch("--config", str(config), f"run.storage={tmp_path / 'run'}", "run.max_minutes=1.5",
-           "run.exploitability_every_seconds=10", "serve.port=8152", "rollout.envs_per_worker=32", *cadence,
-           "roles.main_exploiter.min_steps_before_snapshot=1000", "roles.league_exploiter.min_steps_before_snapshot=1000")
+    def measured() -> bool:
+        def done(store):
+            learners = store.learners()
+            return bool(store.measurements(measures.NASH_CONV)) and bool(learners) and all(l["step"] > 0 for l in learners)
+        return read_store(tmp_path / "run", done, False)
+
+    launch_until("--config", str(config), f"run.storage={tmp_path / 'run'}", "run.max_minutes=3",
+                 "run.exploitability_every_seconds=10", "serve.port=8152", "rollout.envs_per_worker=32", *cadence,
+                 "roles.main_exploiter.min_steps_before_snapshot=1000",
+                 "roles.league_exploiter.min_steps_before_snapshot=1000", until=measured)
     with LeagueStore(tmp_path / "run", create=False) as store:
         assert store.get_meta("game") == TAKEAWAY
         measured = store.measurements(measures.NASH_CONV)
@@ -82,7 +121,7 @@ def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_
 def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_network_alone(tmp_path):
     storage = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "actors.launch", "--config", "configs/connect_four_search.yaml",
-                             f"run.storage={storage}", "run.max_minutes=1.5", "serve.port=8153",
+                             f"run.storage={storage}", "run.max_minutes=4", "serve.port=8153",
                              "policy.hidden=[32,32]", "search_learner.simulations=4", "search_learner.considered=4",
                              "rollout.envs_per_worker=32", "rollout.steps_per_batch=256",
                              "roles.main_agent.snapshot_every_steps=1000", "evaluator.games_per_pair=16",
@@ -94,8 +133,6 @@ def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_networ
     obs, mask = [state.observation_tensor(0)], [state.legal_actions_mask(0)]
     answer = None
     try:
-        import time
-
         deadline = time.time() + 240
         while time.time() < deadline and proc.poll() is None and answer is None:
             time.sleep(3)
@@ -106,7 +143,8 @@ def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_networ
                 continue
             if r.status_code == 200:
                 answer = r.json()
-        out, _ = proc.communicate(timeout=300)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C once it answers: the league stops cleanly
+        out, _ = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
