@@ -268,7 +268,8 @@ def test_job_places_the_coordinator_on_the_storage_node_and_the_rest_on_workers(
 
     # Progress: games and snapshots grow, a Nash mixture is solved, and the API on the head answers.
     later = wait_for(lambda: (lambda s: s if s["games"] > first["games"] and s["pool_size"] > first["pool_size"]
-                              else None)(status()), timeout=120, what="more games and snapshots")
+                              and s["nash_support"] >= 1 else None)(status()), timeout=120,
+                     what="more games and snapshots, and a Nash mixture solved over them")
     assert later["nash_support"] >= 1
     with urllib.request.urlopen(f"http://127.0.0.1:{SERVE_PORT}/nash", timeout=30) as reply:
         nash = json.loads(reply.read())

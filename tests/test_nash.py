@@ -371,3 +371,25 @@ def test_value_agrees_with_openspiel_lp_solver(payoff):
     game = pyspiel.create_matrix_game(a.tolist(), (-a).tolist())
     _, _, v0, _ = lp_solver.solve_zero_sum_matrix_game(game)
     assert solve_zero_sum(a).value == pytest.approx(float(v0), abs=1e-5)
+
+
+# ---------------------------------------------------------------- imports
+
+def test_a_process_that_never_solves_loads_no_scipy_solver():
+    """Actor processes import the league's modules (a rollout worker reads ``league.league``); only
+    a solve loads scipy's LP and linear algebra, and ``league``'s names still import from it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nimport league.league, league.config\n"
+            "print(sorted(m for m in ('scipy.optimize', 'scipy.linalg') if m in sys.modules))\n"
+            "from league import NashSolver, compute_nash_distribution\n"
+            "import numpy as np\ncompute_nash_distribution(np.array([[0.0, 1.0], [-1.0, 0.0]]))\n"
+            "print(sorted(m for m in ('scipy.optimize', 'scipy.linalg') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["[]", "['scipy.linalg', 'scipy.optimize']"], out.stdout
+    import league
+
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        league.Nope  # noqa: B018
