@@ -100,6 +100,7 @@ def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_
     lines = [f'game: {{name: "{TAKEAWAY}"}}' if line.startswith("game:") else line for line in text.splitlines()]
     config.write_text("\n".join(lines) + "\n")
     cadence = [f"roles.{role}.snapshot_every_steps=2000" for role in ("main_agent", "main_exploiter", "league_exploiter")]
+
     def measured() -> bool:
         def done(store):
             learners = store.learners()
