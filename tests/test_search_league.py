@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import requests
 
 from league import measures
 from league.store import LeagueStore, StoreError
+from test_launch import run_until
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
@@ -28,23 +28,11 @@ UNIFORM_TIC_TAC_TOE = 1.9196593915343916  # OpenSpiel's nash_conv of uniform pla
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-def launch_until(*args: str, until, timeout: float = 240) -> str:
-    """The launcher until ``until()`` holds (polled every 2 s), then Ctrl-C: it must stop cleanly."""
-    with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "actors.launch", *args], cwd=ROOT, env=ENV, stdout=log,
-                                stderr=subprocess.STDOUT, text=True)
-        try:
-            deadline = time.time() + timeout
-            while time.time() < deadline and proc.poll() is None and not until():
-                time.sleep(2)
-            proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=180)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        log.seek(0)
-        out = log.read()
-    assert proc.returncode == 0, out[-4000:]
+def launch_until(*args: str, until) -> str:
+    """The launcher until ``until()`` holds (asked at each line it prints), then Ctrl-C
+    (``test_launch.run_until``): it must stop cleanly."""
+    code, out, _ = run_until([sys.executable, "-m", "actors.launch", *args], lambda line: True if until() else None)
+    assert code == 0, out[-4000:]
     return out
 
 
