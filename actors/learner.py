@@ -342,7 +342,7 @@ class LearnerImpl:
         return data
 
     def _snapshot(self) -> None:
-        blob, metadata = policy_to_bytes(self.model), {"updates": self.updates}
+        blob, metadata = policy_to_bytes(self.model, self.cfg.policy.snapshot_play), {"updates": self.updates}
         seq = self.outbox.next_seq()
         self.outbox.stage(seq, {"blob": np.frombuffer(blob, dtype=np.uint8), "step": self.step,
                                 "metadata": json.dumps(metadata)})
@@ -359,7 +359,7 @@ class LearnerImpl:
 
     def _reset(self, reset_to: str | None) -> None:
         if reset_to:
-            start = policy_from_bytes(ray.get(self.coordinator.get_snapshot.remote(reset_to)))
+            start = policy_from_bytes(ray.get(self.coordinator.get_snapshot.remote(reset_to)), as_played=False)
             self.model.load_state_dict(start.state_dict())
         else:
             self.model.reset_parameters()

@@ -125,6 +125,18 @@ def _check_search_learners(cfg: Config, info: GameInfo) -> None:
         raise ConfigError(key, str(exc).splitlines()[0]) from None
 
 
+def _check_greedy_snapshots(cfg: Config) -> None:
+    """A snapshot that always plays its most probable move can be an equilibrium only where a pure
+    strategy can: in a deterministic game of perfect information (the games search plays)."""
+    if cfg.policy.snapshot_play != "greedy":
+        return
+    try:
+        states.check_searchable(make_game(cfg.game.name, 1, seed=cfg.run.seed, **cfg.game.kwargs))
+    except ValueError as exc:
+        raise ConfigError("policy.snapshot_play", "greedy needs a deterministic game of perfect information: "
+                                                  + str(exc).splitlines()[0]) from None
+
+
 def check_runnable(cfg: Config) -> GameInfo:
     """The checks that need the game and the code a config names, after ``load_config``: the game
     exists (and a game brought by module path keeps the protocol of envs/base.py), the network builds
@@ -157,6 +169,7 @@ def check_runnable(cfg: Config) -> GameInfo:
                 raise ConfigError(f"roles.{role}.objective", "grouped objectives (k_opponents > 1, a shaper) are "
                                                              "for games of one agent a side, not team games")
     _check_search_learners(cfg, info)
+    _check_greedy_snapshots(cfg)
     if cfg.evaluator.publish == "least_exploitable" and not (
             info.supports_exact or is_exact(make_game(name, 1, seed=cfg.run.seed, **cfg.game.kwargs))):
         raise ConfigError("evaluator.publish", f"least_exploitable needs a game with exact evaluation (Kuhn, Leduc, "

@@ -288,6 +288,10 @@ class PolicyConfig:
     blocks: int = _nonneg("the conv net's residual blocks", 2)
     args: dict[str, Any] = setting(factory=dict, doc="keyword arguments of a factory")
     search_value: bool = setting(False, doc="a second value head for play-time search (mlp, conv)")
+    snapshot_play: str = setting("sample", choices=("sample", "greedy"),
+                                 doc="how frozen snapshots (opponents, the published mixture, exports) pick a "
+                                     "move: sampled, or greedy (the most probable legal move; deterministic "
+                                     "games of perfect information only)")
 
     def rules(self, key: str) -> None:
         if not self.hidden or any(h < 1 for h in self.hidden):

@@ -307,6 +307,33 @@ class ActorCritic(PolicyNet):
         return logits, self.value_head(z).squeeze(-1)
 
 
+
+class GreedyPolicy(PolicyNet):
+    """A network that plays its most probable legal move (ties shared equally): how a snapshot
+    plays with ``policy.snapshot_play: greedy``. ``forward`` gives logits that are 0 on the best
+    moves and ``ILLEGAL_LOGIT`` elsewhere, so ``probs``, ``act``, the exact evaluator's tables and
+    an exported graph all play the same deterministic policy; ``heads`` and ``search_values``
+    are the network's own, so play-time search reads its prior and value unchanged."""
+
+    def __init__(self, net: PolicyNet):
+        super().__init__()
+        self.net = net
+        self.spec = net.spec
+
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits, value = self.net(obs, mask)
+        best = logits >= logits.max(dim=-1, keepdim=True).values
+        return torch.where(best, torch.zeros_like(logits), torch.full_like(logits, ILLEGAL_LOGIT)), value
+
+    def heads(self, obs: torch.Tensor, mask: torch.Tensor):
+        return self.net.heads(obs, mask)
+
+    def search_values(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.net.search_values(obs, mask)
+
+    def reset_parameters(self) -> None:
+        self.net.reset_parameters()
+
 class _ResidualBlock(nn.Module):
     def __init__(self, channels: int):
         super().__init__()

@@ -17,11 +17,14 @@ from typing import Callable
 
 import torch
 
-from policies.net import PolicyNet, PolicySpec, build_policy
+from policies.net import GreedyPolicy, PolicyNet, PolicySpec, build_policy
 
 POLICY_FORMAT = "nash-league/policy"
 LEARNER_FORMAT = "nash-league/learner"
 VERSION = 1
+# How a policy blob's network picks a move when it is loaded to play (``policy.snapshot_play``):
+# sampled from its probabilities, or its most probable legal move (``GreedyPolicy``).
+PLAYS = ("sample", "greedy")
 
 
 def _cpu(obj):
@@ -70,13 +73,18 @@ def _model_from(payload: dict, what: str) -> PolicyNet:
     return model
 
 
-def policy_to_bytes(model: PolicyNet) -> bytes:
-    """Parameters and the :class:`PolicySpec` (plain types) of ``model``."""
+def policy_to_bytes(model: PolicyNet, play: str = "sample") -> bytes:
+    """Parameters and the :class:`PolicySpec` (plain types) of ``model``, and how it plays when
+    loaded (``play``, one of ``PLAYS``: a snapshot of ``policy.snapshot_play: greedy`` is
+    ``greedy``; the live weights rollout workers pull always sample)."""
+    if play not in PLAYS:
+        raise ValueError(f"play must be one of {PLAYS}, got {play!r}")
     return _save({
         "format": POLICY_FORMAT,
         "version": VERSION,
         "spec": model.spec.to_dict(),
         "state_dict": _cpu(model.state_dict()),
+        "play": play,
     })
 
 
@@ -91,10 +99,16 @@ def snapshot_spec(blob: bytes) -> PolicySpec:
         raise ValueError(f"{POLICY_FORMAT} blob has no valid spec: {str(exc)[:300]}") from None
 
 
-def policy_from_bytes(blob: bytes) -> PolicyNet:
-    """Rebuild the network of a :func:`policy_to_bytes` blob (in eval mode).
-    Raises ValueError on a corrupt or foreign blob."""
-    return _model_from(_load(blob, POLICY_FORMAT), POLICY_FORMAT)
+def policy_from_bytes(blob: bytes, as_played: bool = True) -> PolicyNet:
+    """Rebuild the network of a :func:`policy_to_bytes` blob (in eval mode): as it plays (a
+    ``greedy`` blob's network wrapped in ``GreedyPolicy``), or with ``as_played=False`` the bare
+    network (its parameters, to train from). Raises ValueError on a corrupt or foreign blob."""
+    payload = _load(blob, POLICY_FORMAT)
+    play = payload.get("play", "sample")  # a blob written before there was a choice samples
+    if play not in PLAYS:
+        raise ValueError(f"{POLICY_FORMAT} blob plays {play!r}; this code knows {', '.join(PLAYS)}")
+    model = _model_from(payload, POLICY_FORMAT)
+    return GreedyPolicy(model).eval() if as_played and play == "greedy" else model
 
 
 def learner_state_to_bytes(model: PolicyNet, optimizer: torch.optim.Optimizer | None = None,

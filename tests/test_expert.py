@@ -85,6 +85,8 @@ def test_search_learner_settings_are_checked_and_named():
                                                            "deterministic game of perfect information taking turns"),
     (["ppo.magnet_coef=0.1"], "roles.main_agent.learner", "the search learner has no magnet"),
     (["roles.main_agent.objective.k_opponents=2"], "roles.main_agent.objective", "for PPO learners"),
+    (["game.name=kuhn_poker", "roles.main_agent.learner=ppo"], "policy.snapshot_play",
+     "greedy needs a deterministic game of perfect information: kuhn_poker: search and exact enumeration need"),
 ])
 def test_a_search_learner_on_what_it_cannot_learn_from_is_refused_before_ray_naming_the_key(overrides, key, why):
     from actors.preflight import check_runnable

@@ -304,6 +304,16 @@ def test_onnx_members_give_the_torch_models_probabilities(net, kw, tmp_path):
     export_equivalence(build_policy(spec_for("connect_four", net, **kw)), tmp_path)
 
 
+def test_a_greedy_snapshot_exports_as_the_move_it_plays(tmp_path):
+    """An exported greedy snapshot (``policy.snapshot_play: greedy``) puts probability 1 on the
+    network's most probable legal move, as the league played it."""
+    from policies.snapshot import policy_from_bytes, policy_to_bytes
+
+    torch.manual_seed(1)
+    greedy = policy_from_bytes(policy_to_bytes(build_policy(spec_for("connect_four", "mlp")), "greedy"))
+    export_equivalence(greedy, tmp_path)
+
+
 def test_torchscript_members_give_the_torch_models_probabilities(tmp_path):
     torch.manual_seed(1)
     export_equivalence(build_policy(spec_for("connect_four", "conv", channels=8)), tmp_path, fmt="torchscript")

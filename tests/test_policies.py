@@ -12,8 +12,8 @@ import torch
 from envs import make_game
 from envs.gym import uniform_opponent
 from evaluation.exploitability import expected_returns, nash_conv_of_policy, nash_conv_uniform
-from policies.net import (STACK_MAX_WEIGHTS, ActorCritic, PolicySpec, mlp_weights, size_buckets, stacked_act,
-                          stacked_probs)
+from policies.net import (STACK_MAX_WEIGHTS, ActorCritic, GreedyPolicy, PolicySpec, mlp_weights, size_buckets,
+                          stacked_act, stacked_probs)
 from policies.ppo import PPOConfig, compute_gae, make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr
 from policies.rollout import Rollout, collect_rollout
 from policies.snapshot import (
@@ -341,6 +341,40 @@ def test_policy_snapshot_round_trip_gives_identical_outputs():
     for x, y in zip(model.act(obs, mask, generator=gen_a), back.act(obs, mask, generator=gen_b)):
         np.testing.assert_array_equal(x, y)
 
+
+
+def test_a_greedy_snapshot_plays_its_most_probable_legal_move_and_searches_with_its_own_prior():
+    """``policy.snapshot_play: greedy``: the loaded snapshot puts all its probability on the
+    network's most probable legal move, acts it whatever the generator, and hands play-time
+    search the network's own logits and value; loaded to train from, it is the bare network."""
+    torch.manual_seed(3)
+    model = sharp_model(d=11, a=3)
+    blob = policy_to_bytes(model, "greedy")
+    greedy, bare = policy_from_bytes(blob), policy_from_bytes(blob, as_played=False)
+    assert isinstance(greedy, GreedyPolicy) and type(bare) is ActorCritic and greedy.spec == model.spec
+    obs, mask = random_batch(d=11, a=3)
+    p = model.probs(obs, mask)
+    want = np.zeros_like(p)
+    want[np.arange(len(p)), p.argmax(axis=1)] = 1.0
+    np.testing.assert_array_equal(greedy.probs(obs, mask), want)
+    for seed in (0, 1):
+        actions, logp, value = greedy.act(obs, mask, generator=np.random.default_rng(seed))
+        np.testing.assert_array_equal(actions, p.argmax(axis=1))
+        np.testing.assert_allclose(logp, 0.0, atol=1e-6)
+        np.testing.assert_allclose(value, model.act(obs, mask)[2], atol=1e-6)
+    o, k = torch.as_tensor(obs), torch.as_tensor(mask)
+    for got, raw in zip(greedy.search_values(o, k), model.search_values(o, k)):
+        torch.testing.assert_close(got, raw)
+    np.testing.assert_array_equal(bare.probs(obs, mask), p)
+    assert type(policy_from_bytes(policy_to_bytes(model))) is ActorCritic  # sampled, as before
+    with pytest.raises(ValueError, match="play must be one of"):
+        policy_to_bytes(model, "argmax")
+    payload = torch.load(io.BytesIO(blob), weights_only=True)
+    payload["play"] = "argmax"
+    foreign = io.BytesIO()
+    torch.save(payload, foreign)
+    with pytest.raises(ValueError, match="plays 'argmax'"):
+        policy_from_bytes(foreign.getvalue())
 
 def test_corrupt_or_foreign_blobs_raise_value_error():
     blob = policy_to_bytes(ActorCritic(PolicySpec(4, 2, (8,))))
