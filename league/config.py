@@ -41,6 +41,8 @@ SAMPLING = ("alphastar", "pfsp", "nash", "latest", "self")
 WEIGHTING = ("hard", "squared", "variance", "linear", "linear_capped")
 PUBLISH = ("nash", "least_exploitable")
 LEARNERS = ("ppo", "search")
+# how a frozen snapshot picks its move (policy.snapshot_play; policies.snapshot writes it in the blob)
+SNAPSHOT_PLAYS = ("sample", "greedy")
 SERVE_PROXY = ("HeadOnly", "EveryNode", "Disabled")
 AUTOSCALING_KEYS = ("min_replicas", "max_replicas", "target_ongoing_requests", "initial_replicas",
                     "upscale_delay_s", "downscale_delay_s")
@@ -288,7 +290,7 @@ class PolicyConfig:
     blocks: int = _nonneg("the conv net's residual blocks", 2)
     args: dict[str, Any] = setting(factory=dict, doc="keyword arguments of a factory")
     search_value: bool = setting(False, doc="a second value head for play-time search (mlp, conv)")
-    snapshot_play: str = setting("sample", choices=("sample", "greedy"),
+    snapshot_play: str = setting("sample", choices=SNAPSHOT_PLAYS,
                                  doc="how frozen snapshots (opponents, the published mixture, exports) pick a "
                                      "move: sampled, or greedy (the most probable legal move; deterministic "
                                      "games of perfect information only)")

@@ -307,7 +307,6 @@ class ActorCritic(PolicyNet):
         return logits, self.value_head(z).squeeze(-1)
 
 
-
 class GreedyPolicy(PolicyNet):
     """A network that plays its most probable legal move (ties shared equally): how a snapshot
     plays with ``policy.snapshot_play: greedy``. ``forward`` gives logits that are 0 on the best
@@ -333,6 +332,7 @@ class GreedyPolicy(PolicyNet):
 
     def reset_parameters(self) -> None:
         self.net.reset_parameters()
+
 
 class _ResidualBlock(nn.Module):
     def __init__(self, channels: int):

@@ -17,6 +17,7 @@ from typing import Callable
 
 import torch
 
+from league.config import SNAPSHOT_PLAYS
 from policies.net import GreedyPolicy, PolicyNet, PolicySpec, build_policy
 
 POLICY_FORMAT = "nash-league/policy"
@@ -24,7 +25,7 @@ LEARNER_FORMAT = "nash-league/learner"
 VERSION = 1
 # How a policy blob's network picks a move when it is loaded to play (``policy.snapshot_play``):
 # sampled from its probabilities, or its most probable legal move (``GreedyPolicy``).
-PLAYS = ("sample", "greedy")
+PLAYS = SNAPSHOT_PLAYS
 
 
 def _cpu(obj):

@@ -342,7 +342,6 @@ def test_policy_snapshot_round_trip_gives_identical_outputs():
         np.testing.assert_array_equal(x, y)
 
 
-
 def test_a_greedy_snapshot_plays_its_most_probable_legal_move_and_searches_with_its_own_prior():
     """``policy.snapshot_play: greedy``: the loaded snapshot puts all its probability on the
     network's most probable legal move, acts it whatever the generator, and hands play-time
