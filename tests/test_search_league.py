@@ -66,6 +66,19 @@ def test_tic_tac_toe_learns_from_search_with_exact_nash_conv_and_resumes(tmp_pat
     assert all(0.0 <= v <= 2.0 for v in values)
     assert all(b <= a + 1e-9 for a, b in zip(values, values[1:])), values
     assert values[-1] < UNIFORM_TIC_TAC_TOE - 0.07, values
+    # the config's snapshots play their best move (policy.snapshot_play: greedy), and so does every
+    # published member read back from the store: one legal move with probability 1 at each position
+    from evaluation.game_tree import position_graph, table
+    from evaluation.stored_run import StoredRun
+    from policies.net import GreedyPolicy
+
+    with StoredRun(tmp_path) as run:
+        _, models, _ = run.nash_mixture()
+    graph = position_graph("tic_tac_toe")
+    for model in models:
+        assert isinstance(model, GreedyPolicy)
+        rows = table(graph, model)[graph.decisions]
+        assert np.all((rows == 0.0) | (rows == 1.0)) and np.all(rows.sum(axis=1) == 1.0)
 
     # resumed from its checkpoint: it goes on from where it stopped (a fresh start would count from
     # version 0 again)
