@@ -119,22 +119,23 @@ def _check_search_learners(cfg: Config, info: GameInfo) -> None:
         if objective.grouped:  # its value target is the game's outcome, which a shaped reward replaces
             raise ConfigError(f"roles.{role}.objective", "objective.k_opponents > 1 and shapers are for PPO "
                                                          "learners; this role learns from search")
+    _require_searchable(cfg, key)
+
+
+def _require_searchable(cfg: Config, key: str, why: str = "") -> None:
+    """ConfigError on ``key`` (its message ``why`` and the game's reason, one line) unless the
+    config's game is deterministic with perfect information and copies its positions (envs.states)."""
     try:
         states.check_searchable(make_game(cfg.game.name, 1, seed=cfg.run.seed, **cfg.game.kwargs))
     except ValueError as exc:
-        raise ConfigError(key, str(exc).splitlines()[0]) from None
+        raise ConfigError(key, why + str(exc).splitlines()[0]) from None
 
 
 def _check_greedy_snapshots(cfg: Config) -> None:
     """A snapshot that always plays its most probable move can be an equilibrium only where a pure
     strategy can: in a deterministic game of perfect information (the games search plays)."""
-    if cfg.policy.snapshot_play != "greedy":
-        return
-    try:
-        states.check_searchable(make_game(cfg.game.name, 1, seed=cfg.run.seed, **cfg.game.kwargs))
-    except ValueError as exc:
-        raise ConfigError("policy.snapshot_play", "greedy needs a deterministic game of perfect information: "
-                                                  + str(exc).splitlines()[0]) from None
+    if cfg.policy.snapshot_play == "greedy":
+        _require_searchable(cfg, "policy.snapshot_play", "greedy needs a deterministic game of perfect information: ")
 
 
 def check_runnable(cfg: Config) -> GameInfo:

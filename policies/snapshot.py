@@ -23,9 +23,6 @@ from policies.net import GreedyPolicy, PolicyNet, PolicySpec, build_policy
 POLICY_FORMAT = "nash-league/policy"
 LEARNER_FORMAT = "nash-league/learner"
 VERSION = 1
-# How a policy blob's network picks a move when it is loaded to play (``policy.snapshot_play``):
-# sampled from its probabilities, or its most probable legal move (``GreedyPolicy``).
-PLAYS = SNAPSHOT_PLAYS
 
 
 def _cpu(obj):
@@ -76,10 +73,11 @@ def _model_from(payload: dict, what: str) -> PolicyNet:
 
 def policy_to_bytes(model: PolicyNet, play: str = "sample") -> bytes:
     """Parameters and the :class:`PolicySpec` (plain types) of ``model``, and how it plays when
-    loaded (``play``, one of ``PLAYS``: a snapshot of ``policy.snapshot_play: greedy`` is
+    loaded (``play``, one of ``SNAPSHOT_PLAYS``: sampled from its probabilities, or its most
+    probable legal move, ``GreedyPolicy``; a snapshot of ``policy.snapshot_play: greedy`` is
     ``greedy``; the live weights rollout workers pull always sample)."""
-    if play not in PLAYS:
-        raise ValueError(f"play must be one of {PLAYS}, got {play!r}")
+    if play not in SNAPSHOT_PLAYS:
+        raise ValueError(f"play must be one of {SNAPSHOT_PLAYS}, got {play!r}")
     return _save({
         "format": POLICY_FORMAT,
         "version": VERSION,
@@ -106,8 +104,8 @@ def policy_from_bytes(blob: bytes, as_played: bool = True) -> PolicyNet:
     network (its parameters, to train from). Raises ValueError on a corrupt or foreign blob."""
     payload = _load(blob, POLICY_FORMAT)
     play = payload.get("play", "sample")  # a blob written before there was a choice samples
-    if play not in PLAYS:
-        raise ValueError(f"{POLICY_FORMAT} blob plays {play!r}; this code knows {', '.join(PLAYS)}")
+    if play not in SNAPSHOT_PLAYS:
+        raise ValueError(f"{POLICY_FORMAT} blob plays {play!r}; this code knows {', '.join(SNAPSHOT_PLAYS)}")
     model = _model_from(payload, POLICY_FORMAT)
     return GreedyPolicy(model).eval() if as_played and play == "greedy" else model
 
