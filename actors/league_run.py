@@ -110,7 +110,7 @@ class LeagueRun:
                                           for lid, role in roles.items()}
         self.learners = {lid: group[0] for lid, group in self.replicas.items()}
         self.apps: list[str] = []
-        if cfg.rollout.opponent_inference == "serve":
+        if "serve" in (cfg.rollout.opponent_inference, cfg.rollout.policy_inference):
             self._start_opponents(cfg)
         ray.get([r.info.remote() for group in self.replicas.values() for r in group])
         self.workers = {}
@@ -152,7 +152,7 @@ class LeagueRun:
         args = (lid, role, cfg, info.obs_size, info.num_actions, self.coordinator)
         kwargs = {"obs_shape": info.obs_shape, "channels_last": info.channels_last}
         if n == 1:
-            return [Learner.options(name=f"learner:{lid}", namespace=ns, **learner_options(cfg.learner)).remote(
+            return [Learner.options(name=replica_name(lid, 0), namespace=ns, **learner_options(cfg.learner)).remote(
                 *args, **kwargs)]
         pg = placement_for(cfg.learner, n)
         ready, _ = ray.wait([pg.ready()], timeout=PLACEMENT_TIMEOUT_SECONDS)
@@ -249,7 +249,8 @@ class LeagueRun:
         # which answers without the proxy's extra hop (docs/serve.md, "Latency"). Ray 2.60 still starts
         # a proxy on the head with proxy_location="Disabled": it gets a free loopback port, not serve.port.
         serve.start(proxy_location="Disabled", http_options={"host": "127.0.0.1", "port": 0})
-        deploy_opponents(cfg)
+        learner_names = {lid: replica_name(lid, 0) for lid in self.learners}
+        deploy_opponents(cfg, learner_names if cfg.rollout.policy_inference == "serve" else None)
         self.apps.append(OPPONENTS_APP)
 
     def supervise(self) -> None:

@@ -47,6 +47,8 @@ from policies.snapshot import (learner_magnet_from_bytes, learner_state_from_byt
 
 log = logging.getLogger(__name__)
 
+KEPT_VERSIONS = 16  # published versions a learner keeps for weights_at (a group plays the version it opened with)
+
 OBJECTIVE_RECORD_SECONDS = 10.0
 GROUP_WATCH_SECONDS = 1.0  # how often a learner group's replica checks that its generation still stands  # how often a learner's novelty and reward gap go to the store (the report)
 
@@ -118,6 +120,7 @@ class LearnerImpl:
                                                      backend_for(self.device, cfg.learner.num_gpus))
             self._collective(self._take_leader_state)
             threading.Thread(target=self._watch_group, name="group-watch", daemon=True).start()
+        self._recent: dict[int, bytes] = {}  # version -> policy blob, the newest KEPT_VERSIONS (weights_at)
         self._publish()
         self._last_checkpoint = time.time()
         if not self.leader:
@@ -210,12 +213,25 @@ class LearnerImpl:
 
     def _publish(self) -> None:
         self._weights = (self.version, self.step, policy_to_bytes(self.model))
+        # the newest KEPT_VERSIONS: what a served rollout policy may still be asked to play (weights_at)
+        self._recent[self.version] = self._weights[2]
+        self._recent = {v: b for v, b in self._recent.items() if v > self.version - KEPT_VERSIONS}
 
     # -- rollout workers ---------------------------------------------------------
-    def get_weights(self, known_version: int = -1) -> WeightsReply:
-        """The current version, its step and policy blob; no blob when ``known_version`` is current."""
-        version, step, blob = self._weights
-        return WeightsReply(version, None if version == known_version else blob, step)
+    def get_weights(self, known_version: int = -1, blob: bool = True) -> WeightsReply:
+        """The current version, its step and policy blob; no blob when ``known_version`` is current,
+        or when the caller asks for the version alone (``blob=False``: its policy is served)."""
+        version, step, weights = self._weights
+        return WeightsReply(version, weights if blob and version != known_version else None, step)
+
+    def weights_at(self, version: int) -> bytes:
+        """The policy blob of ``version``, one of the newest ``KEPT_VERSIONS`` this process published
+        (the served rollout policy loads the version a worker's group plays); KeyError otherwise."""
+        try:
+            return self._recent[int(version)]
+        except KeyError:
+            raise KeyError(f"{self.learner_id} keeps versions {min(self._recent)}..{max(self._recent)}, "
+                           f"not {version}") from None
 
     def submit(self, rollout: Rollout, groups: EpisodeGroups | None = None) -> LearnerAck:
         """Take a batch of this learner's transitions; train when enough are buffered.

@@ -4,14 +4,16 @@
 
 1. Rollout env steps/s of a league whose one learner plays only frozen
    opponents (a pool of 8 seeded snapshots), with opponents served by the
-   Serve deployment and with opponents in the worker's process.
+   Serve deployment, with opponents in the worker's process, and with the
+   opponents and the learner's own moves served (``rollout.policy_inference: serve``).
 2. Opponent inference observations/s at several batch sizes: one Serve call
    per vector (32 calls in flight) vs the same policy in-process.
 3. ``POST /nash/act`` latency p50/p99, one client and 8 concurrent clients, while the league
    trains ("loaded") and with its games paused ("quiet"), with the API process's own share of each
    request and the coordinator's round trip (``--latency-only`` runs just this part).
 
-Ends with one JSON line; ``rollout_ratio_served_to_inprocess`` is the headline.
+Ends with one JSON line; ``rollout_ratio_served_to_inprocess`` is the headline, and
+``rollout_ratio_policy_served_to_inprocess`` the same with the learner's moves served too.
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
 os.environ.setdefault("RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP", "1")  # this driver calls handles synchronously
 
 
+# a rollout run's name: (rollout.opponent_inference, rollout.policy_inference, what it is called)
+MODES = {"inprocess": ("inprocess", "inprocess", "in-process opponents"),
+         "serve": ("serve", "inprocess", "served opponents"),
+         "serve_policy": ("serve", "serve", "served opponents and learner moves")}
+
+
 def seeded_pool(folder: Path, n: int, obs_size: int, num_actions: int) -> list[str]:
     import torch
 
@@ -61,7 +69,8 @@ def rollout_rate(mode: str, seconds: float, storage: Path, seeds: list[str], gam
     cfg, info = load(["--config", "configs/smoke.yaml", f"game.name={game}", f"run.storage={storage}",
                       "roles.main_exploiter.count=0", "roles.league_exploiter.count=0",
                       "roles.main_agent.sampling=pfsp", "evaluator.count=0", "policy.hidden=[64,64]",
-                      f"rollout.envs_per_worker={envs}", f"rollout.opponent_inference={mode}",
+                      f"rollout.envs_per_worker={envs}", f"rollout.opponent_inference={MODES[mode][0]}",
+                      f"rollout.policy_inference={MODES[mode][1]}",
                       "roles.main_agent.snapshot_every_steps=100000000", f"serve.port={port}",
                       f"league.seed_snapshots={json.dumps(seeds)}", *overrides])
     league = LeagueRun(cfg, info)
@@ -243,7 +252,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="bench_serve_") as tmp:
             tmp = Path(tmp)
             seeds = seeded_pool(tmp, 8, info.obs_size, info.num_actions)
-            runs: dict[str, list[float]] = {"inprocess": [], "serve": []}
+            runs: dict[str, list[float]] = {mode: [] for mode in MODES}
             if args.latency_only:
                 latency = api_latency(args.port, tmp / "api", seeds, args.game)
                 return report(args, {}, {}, latency)
@@ -251,7 +260,7 @@ def main(argv=None) -> int:
                 for mode in runs:
                     runs[mode].append(rollout_rate(mode, args.seconds, tmp / f"{mode}{r}", seeds, args.game, args.envs,
                                                    args.port, args.set))
-                    print(f"rollout with {mode} opponents: {runs[mode][-1]:,.0f} env steps/s", flush=True)
+                    print(f"rollout with {MODES[mode][2]}: {runs[mode][-1]:,.0f} env steps/s", flush=True)
             rates = {mode: statistics.median(v) for mode, v in runs.items()}
             inference, latency = {}, {}
             if args.rollout_only:
@@ -270,7 +279,9 @@ def report(args, rates: dict, inference: dict, latency: dict) -> int:
     print(json.dumps({"bench": "serve", "game": args.game, "envs_per_worker": args.envs, "overrides": args.set,
                       "repeats": args.repeats, "rollout_env_steps_per_s": rates, "inference": inference,
                       "nash_act_latency": latency,
-                      "rollout_ratio_served_to_inprocess": rates["serve"] / rates["inprocess"] if rates else None}))
+                      "rollout_ratio_served_to_inprocess": rates["serve"] / rates["inprocess"] if rates else None,
+                      "rollout_ratio_policy_served_to_inprocess": (rates["serve_policy"] / rates["inprocess"]
+                                                                   if rates else None)}))
     return 0
 
 

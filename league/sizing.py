@@ -23,8 +23,9 @@ listed as ``(config)``. The rules budget the cluster's CPUs, in this order:
    (``rollout.workers_per_learner: auto``, at least one each); each worker's vector
    (``rollout.envs_per_worker: auto``) its share of a learner batch, from 64 to 2048 games.
 
-Frozen opponents (``rollout.opponent_inference: auto``) are served on a GPU where the cluster has
-one (one batch across workers), and played in the worker's own process otherwise (on CPUs a
+Frozen opponents (``rollout.opponent_inference: auto``) and the learners' own moves
+(``rollout.policy_inference: auto``, not a search learner's) are served on a GPU where the cluster
+has one (one batch across workers), and played in the worker's own process otherwise (on CPUs a
 served call costs more than the worker's own pass: docs/results.md, "Serving"). Learners with
 ``learner.device: auto`` and ``learner.num_gpus: 0`` get a share of the GPUs, with the served
 opponents, where the cluster has any. Served opponents on a GPU get their share as
@@ -183,7 +184,16 @@ def plan(cfg: Config, resources: Resources) -> tuple[Config, Plan]:
         rollout.opponent_inference = "serve" if gpus > 0 else "inprocess"
         inference_why = ("(auto: a GPU serves one batch across workers)" if gpus > 0 else
                          "(auto: no GPU; on CPUs a served call costs more than the worker's own pass)")
-    served = rollout.opponent_inference == "serve"
+    # the learners' own moves: served where a GPU serves (not a search learner's: its search runs the network)
+    searched = [name for name, role in out.roles.items() if role.count != 0 and role.learner == "search"]
+    policy_why = "(config)"
+    if rollout.policy_inference == AUTO:
+        rollout.policy_inference = "serve" if gpus > 0 and not searched else "inprocess"
+        policy_why = ("(auto: the GPU plays the learners' moves too, one batch across workers)" if gpus > 0 and not searched
+                      else f"(auto: roles.{searched[0]} learns from search, whose searches run the network in the worker)"
+                      if searched else "(auto: no GPU; on CPUs the worker's own pass costs less than a served call)")
+    # the deployment runs where either is served
+    served = "serve" in (rollout.opponent_inference, rollout.policy_inference)
     # the learners take a share of the GPUs only where the config leaves it to the plan
     share_gpus = learner.device == AUTO and learner.num_gpus == 0 and gpus > 0
 
@@ -286,5 +296,8 @@ def plan(cfg: Config, resources: Resources) -> tuple[Config, Plan]:
     note = (f"on {opponents_device}" + (f" with serve.num_gpus = {opponents_num_gpus:g}"
                                         f"{' (config)' if given else ''}" if opponents_on_gpu else "")
             if served else "in the workers' processes")
-    decisions.append(Decision("rollout.opponent_inference", rollout.opponent_inference, inference_why, note))
+    decisions.append(Decision("rollout.opponent_inference", rollout.opponent_inference, inference_why,
+                              note if rollout.opponent_inference == "serve" else "in the workers' processes"))
+    decisions.append(Decision("rollout.policy_inference", rollout.policy_inference, policy_why,
+                              note if rollout.policy_inference == "serve" else "in the workers' processes"))
     return out.validate(), Plan(resources, decisions, opponents_device, opponents_num_gpus, budget_text)

@@ -278,6 +278,7 @@ class Lane:
         self.learner_logp = np.zeros(0, dtype=np.float32)
         self.learner_values = np.zeros(0, dtype=np.float32)
         self.learner_targets: np.ndarray | None = None  # the search's improved policies (a search learner)
+        self.learner_pending: list = []  # a served policy's requests out: (rows, policy, handle) a version
         self.others: Decisions | None = None  # the opponents' decisions
         self.others_actions = np.zeros(0, dtype=np.int64)  # their actions known so far
         self.served = np.zeros(0, dtype=np.int64)  # rows of ``others`` whose actions ``pending`` brings
@@ -312,7 +313,9 @@ class Lanes:
         self.version = -1
         self.report_games = True  # False: finished games are not in ``results`` (a curriculum stage's)
         self.held: dict[int, Any] = {}  # learner version -> policy, while a group plays it
-        self.counts = {"env_steps": 0, "episodes": 0, "game_errors": 0}  # since the worker started
+        # since the worker started; served: the learner's moves a served policy answered, served_errors:
+        # the steps it did not answer (their lanes restarted)
+        self.counts = {"env_steps": 0, "episodes": 0, "game_errors": 0, "served": 0, "served_errors": 0}
 
     def set_learner(self, version: int, policy) -> None:
         """The learner's newest weights: groups that open from now on play them."""
@@ -434,7 +437,7 @@ class Lanes:
         lane.learner_actions = np.zeros(0, dtype=np.int64)
         if len(learner):
             try:
-                a, lane.learner_logp, lane.learner_values = self._learner_act(lane, learner)
+                acted = self._learner_act(lane, learner)
             except Exception as exc:
                 if self.search is None or retried:
                     raise
@@ -443,8 +446,8 @@ class Lanes:
                 self.search.rebuild()
                 self._recover(lane, "searching", exc)
                 return self._prepare(lane, retried=True)
-            lane.learner_actions = a
-            self.action_counts += np.bincount(a, minlength=self.num_actions)
+            if acted is not None:  # None: a served policy's answer is taken in _finish
+                self._take_learner_actions(lane, *acted)
             count_decisions(lane.decisions, learner.rows, self.team_size)
         lane.others_actions = np.zeros(len(others), dtype=np.int64)
         lane.prepared = True
@@ -466,20 +469,51 @@ class Lanes:
                                                  others.obs[lane.served], others.mask[lane.served])
 
     def _learner_act(self, lane: Lane, learner: Decisions):
-        """The learner's actions, each env's by the policy version its group plays."""
+        """The learner's actions, log-probabilities and values, each env's by the policy version its
+        group plays. A served policy (``submit``/``result``, ``rollout.policy_inference: serve``) is
+        asked here, one request a version, and answers in ``_finish``: None is returned."""
         if self.search is not None:
             return self._learner_search(lane, learner)
         versions = lane.version[learner.rows]
         first = versions[0]
         if (versions == first).all():
-            return self.held[int(first)].act(learner.obs, learner.mask, generator=self.rng)
-        n = len(learner)
+            parts = [(slice(None), self.held[int(first)])]
+        else:
+            parts = [(np.flatnonzero(versions == v), self.held[v]) for v in np.unique(versions).tolist()]
+        if hasattr(parts[0][1], "submit"):
+            lane.learner_pending = [(rows, policy, policy.submit(learner.obs[rows], learner.mask[rows]))
+                                    for rows, policy in parts]
+            return None
+        if len(parts) == 1:
+            return parts[0][1].act(learner.obs, learner.mask, generator=self.rng)
+        return self._gather(len(learner), [(rows, policy.act(learner.obs[rows], learner.mask[rows], generator=self.rng))
+                                           for rows, policy in parts])
+
+    @staticmethod
+    def _gather(n: int, parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One (actions, logp, values) of ``n`` rows from each part's rows' own."""
         a, logp, v = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.float32), np.zeros(n, dtype=np.float32)
-        for version in np.unique(versions).tolist():
-            sel = np.flatnonzero(versions == version)
-            a[sel], logp[sel], v[sel] = self.held[version].act(learner.obs[sel], learner.mask[sel],
-                                                               generator=self.rng)
+        for rows, (a_part, logp_part, v_part) in parts:
+            a[rows], logp[rows], v[rows] = a_part, logp_part, v_part
         return a, logp, v
+
+    def _take_learner_actions(self, lane: Lane, actions, logp, values) -> None:
+        lane.learner_actions, lane.learner_logp, lane.learner_values = actions, logp, values
+        self.action_counts += np.bincount(actions, minlength=self.num_actions)
+
+    def _take_served(self, lane: Lane) -> bool:
+        """The served policy's answers of the lane's prepared step, or False when one did not come (an
+        unknown or dropped version, the deployment restarting): the lane's running episodes are then
+        dropped and restarted, as after a game's error."""
+        pending, lane.learner_pending = lane.learner_pending, []
+        try:
+            answers = [(rows, policy.result(handle)) for rows, policy, handle in pending]
+        except Exception as exc:
+            self._recover(lane, "serving", exc, source="the learner's served policy", count="served_errors")
+            return False
+        self._take_learner_actions(lane, *self._gather(len(lane.learner), answers))
+        self.counts["served"] += len(lane.learner)
+        return True
 
     def _learner_search(self, lane: Lane, learner: Decisions):
         """The learner's searched moves: each env's searched with the version its group plays; the
@@ -498,6 +532,8 @@ class Lanes:
 
     def _finish(self, lane: Lane) -> None:
         """Collect the opponents' actions of one lane, step it, and book finished episodes."""
+        if lane.learner_pending and not self._take_served(lane):
+            return
         if lane.pending is not None:
             lane.others_actions[lane.served] = self.opponents.result(lane.pending)
         lane.pending, lane.prepared = None, False
@@ -532,16 +568,17 @@ class Lanes:
         self._start_episodes(lane, rows)
         self.counts["episodes"] += int(rows.size)
 
-    def _recover(self, lane: Lane, doing: str, exc: Exception) -> None:
-        """The game raised: log it, drop the lane's running episodes (no game of theirs is reported,
+    def _recover(self, lane: Lane, doing: str, exc: Exception, source: str | None = None,
+                 count: str = "game_errors") -> None:
+        """The game (or ``source``) raised: log it, count it (``count``), drop the lane's running episodes (no game of theirs is reported,
         none of their decisions reaches the learner) and restart its environments with the same
         opponents in the same group slots, so matchmaking and groups go on as they were. Finished
         episodes, and everything already handed out, are untouched. A game whose ``reset`` raises
         too is built anew."""
-        self.counts["game_errors"] += 1
-        errors = self.counts["game_errors"]
+        self.counts[count] += 1
+        errors = self.counts[count]
         log.error("%s: %s %s raised %s: %s; dropping the %d running episodes of its lane and restarting them",
-                  self.name, doing, lane.game.name, type(exc).__name__, exc, lane.game.num_envs,
+                  self.name, doing, source or lane.game.name, type(exc).__name__, exc, lane.game.num_envs,
                   exc_info=errors <= 3)
         try:
             lane.game.reset()
@@ -559,4 +596,4 @@ class Lanes:
         lane.episode = np.arange(self._next_episode, self._next_episode + E)
         self._next_episode += E
         lane.decisions[:] = 0
-        lane.pending, lane.prepared = None, False
+        lane.pending, lane.prepared, lane.learner_pending = None, False, []

@@ -1,4 +1,4 @@
-"""The frozen-opponent inference deployment.
+"""The inference deployment: frozen opponents, and the learners' own moves where they are served.
 
 One deployment holds every frozen snapshot by id (a ``SnapshotCache`` bounded by
 ``snapshots.cache_size``), loads a snapshot from the coordinator on first use (so new
@@ -7,6 +7,12 @@ snapshots need no redeploy), batches requests across rollout workers with
 (``serve.batching.run_grouped``), all ids stacked into one pass. A request carries a whole vector of
 observations for one snapshot, as single-observation calls are far slower
 (docs/serve.md).
+
+Where the rollout policy is served (``rollout.policy_inference: serve``) the same replicas play the
+learners' own moves too (``act_live``): a request carries a worker's learner decisions of one
+vector step with the learner version its games play, the replica loads that version from the
+learner (``weights_at``) on first use, and the requests for one version from every worker are one
+pass, with the actions' log-probabilities and values that PPO needs.
 
 Settings that matter on small machines:
 - ``max_ongoing_requests`` well above ``max_batch_size * max_concurrent_batches``,
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 
 import numpy as np
 import ray
@@ -31,13 +38,14 @@ from ray import serve
 from league.seeds import seed_sequence
 from monitoring.metrics import LeagueMetrics
 from policies.device import resolve_device
-from policies.snapshot import SnapshotCache
-from serve.batching import act_known, run_grouped, validate_request
+from policies.snapshot import SnapshotCache, policy_from_bytes
+from serve.batching import act_known, run_grouped, run_live, validate_live_request, validate_request
 
 log = logging.getLogger(__name__)
 
 APP_NAME = "opponents"
 DEPLOYMENT_NAME = "Opponents"
+LIVE_MODELS = 64  # learner versions a replica holds (a few per learner: groups play the version they opened with)
 
 
 class UnknownAgent(KeyError):
@@ -48,9 +56,12 @@ class UnknownAgent(KeyError):
 class Opponents:
     def __init__(self, coordinator_name: str, namespace: str, cache_size: int, cache_bytes: int | None = None,
                  max_batch_size: int = 16, batch_wait_timeout_s: float = 0.002, seed=0,
-                 cache_idle_seconds: float | None = None):
+                 cache_idle_seconds: float | None = None, learner_names: dict[str, str] | None = None):
         torch.set_num_threads(1)
+        self.namespace = namespace
         self.coordinator = ray.get_actor(coordinator_name, namespace=namespace)
+        self.learner_names = dict(learner_names or {})  # learner id -> its actor's name (weights_at)
+        self.live: OrderedDict[tuple[str, int], torch.nn.Module] = OrderedDict()
         self.metrics = LeagueMetrics()
         # cuda where Ray gave this replica a GPU (serve.num_gpus) and torch sees it; the snapshots
         # load onto it and every forward pass of a batch runs there (policies.net follows the model)
@@ -61,8 +72,9 @@ class Opponents:
                                    on_bytes=lambda b: self.metrics.set("snapshot_cache_bytes", b, process="serve"),
                                    idle_seconds=cache_idle_seconds)
         self.rng = np.random.default_rng(seed)
-        self._act_batch.set_max_batch_size(max_batch_size)
-        self._act_batch.set_batch_wait_timeout_s(batch_wait_timeout_s)
+        for batched in (self._act_batch, self._live_batch):
+            batched.set_max_batch_size(max_batch_size)
+            batched.set_batch_wait_timeout_s(batch_wait_timeout_s)
 
     async def act(self, agent_ids: list[str], codes: np.ndarray, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Actions for a vector of observations; row ``i`` is played by ``agent_ids[codes[i]]``.
@@ -101,6 +113,55 @@ class Opponents:
         return out
 
 
+    async def act_live(self, learner_id: str, version: int, obs: np.ndarray, mask: np.ndarray):
+        """A learner's own moves (``rollout.policy_inference: serve``): ``(actions, logp, values)`` of
+        version ``version`` of learner ``learner_id`` for a vector of observations. LookupError when
+        the learner is not this league's or no longer keeps that version."""
+        request = validate_live_request(learner_id, version, obs, mask)
+        answer = await self._live_batch(request)
+        if isinstance(answer, str):
+            raise LookupError(answer)
+        return answer
+
+    async def _live_model(self, learner_id: str, version: int):
+        key = (learner_id, version)
+        model = self.live.get(key)
+        if model is not None:
+            self.live.move_to_end(key)
+            return model
+        if learner_id not in self.learner_names:
+            raise LookupError(f"unknown learner {learner_id!r}")
+        learner = ray.get_actor(self.learner_names[learner_id], namespace=self.namespace)
+        model = policy_from_bytes(await learner.weights_at.remote(version)).to(self.device)
+        self.live[key] = model
+        while len(self.live) > LIVE_MODELS:
+            self.live.popitem(last=False)
+        return model
+
+    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.002)
+    async def _live_batch(self, requests: list) -> list:
+        """One pass per (learner, version) over every request for it; a request whose version cannot
+        be loaded gets the reason (a string), and the others their answers."""
+        start = time.perf_counter()
+        models, failed = {}, {}
+        for key in dict.fromkeys((r[0], r[1]) for r in requests):
+            try:
+                models[key] = await self._live_model(*key)
+            except Exception as exc:  # an unknown learner, a version it no longer keeps, a learner restarting
+                cause = getattr(exc, "cause", None) or exc  # a RayTaskError carries the learner's own error
+                why = str(cause.args[0]) if cause.args else type(cause).__name__
+                failed[key] = f"{key[0]} version {key[1]}: {why.splitlines()[0] if why else type(cause).__name__}"
+        ok = [i for i, r in enumerate(requests) if (r[0], r[1]) in models]
+        answers = run_live([requests[i] for i in ok],
+                           lambda key, obs, mask: models[key].act(obs, mask, generator=self.rng))
+        out: list = [failed.get((r[0], r[1])) for r in requests]
+        for i, answer in zip(ok, answers):
+            out[i] = answer
+        self.metrics.observe("batch_size", sum(len(r[2]) for r in requests))
+        self.metrics.observe("inference_seconds", time.perf_counter() - start)
+        return out
+
+
 def replica_actor_options(serve_cfg) -> dict:
     """Each replica's Ray options: a fraction of a CPU (a replica reserves a whole one by default), its
     share of a GPU where ``serve.num_gpus`` gives one, and any custom resources. Replicas hold no
@@ -120,8 +181,9 @@ def replica_count(serve_cfg) -> dict:
     return {"num_replicas": serve_cfg.num_replicas}
 
 
-def deploy_opponents(cfg) -> None:
-    """Run the opponents app (no HTTP route: only rollout workers call it)."""
+def deploy_opponents(cfg, learner_names: dict[str, str] | None = None) -> None:
+    """Run the opponents app (no HTTP route: only rollout workers call it). ``learner_names``: each
+    learner id's actor name, where the rollout policy is served (``act_live`` loads its versions)."""
     app = Opponents.options(
         max_ongoing_requests=cfg.serve.max_ongoing_requests,
         graceful_shutdown_timeout_s=5, graceful_shutdown_wait_loop_s=0.5,
@@ -132,7 +194,7 @@ def deploy_opponents(cfg) -> None:
     ).bind(cfg.ray.coordinator_name, cfg.ray.namespace, cfg.snapshots.cache_size, cfg.snapshots.cache_bytes,
            cfg.serve.max_batch_size,
            cfg.serve.batch_wait_timeout_s, seed_sequence(cfg.run.seed, "serve", APP_NAME),
-           cache_idle_seconds=cfg.snapshots.cache_idle_seconds)
+           cache_idle_seconds=cfg.snapshots.cache_idle_seconds, learner_names=learner_names)
     serve.run(app, name=APP_NAME, route_prefix=None)
 
 
@@ -149,3 +211,25 @@ class ServedOpponents:
 
     def result(self, pending) -> np.ndarray:
         return pending.result()
+
+
+class ServedPolicy:
+    """The rollout worker's side of a served learner version: ``submit(obs, mask)`` sends one
+    request for a vector of its decisions and returns at once; ``result`` waits for
+    ``(actions, logp, values)``, as ``PolicyNet.act`` returns them."""
+
+    def __init__(self, learner_id: str, version: int, handle=None):
+        self.learner_id, self.version = learner_id, int(version)
+        self.handle = handle if handle is not None else serve.get_deployment_handle(
+            DEPLOYMENT_NAME, app_name=APP_NAME).act_live
+
+    def submit(self, obs: np.ndarray, mask: np.ndarray):
+        return self.handle.remote(self.learner_id, self.version, obs, mask)
+
+    def result(self, pending) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return pending.result()
+
+    def act(self, obs: np.ndarray, mask: np.ndarray, generator=None):
+        """As ``PolicyNet.act``, waiting for the answer (a worker's live games against its own
+        learner); the replica samples with its own stream, so ``generator`` is not used."""
+        return self.result(self.submit(obs, mask))

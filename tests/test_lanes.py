@@ -283,6 +283,70 @@ def test_a_search_that_raises_is_rebuilt_and_its_lane_restarted_as_after_a_game_
     assert rollout.searched and len(rollout) > 0
 
 
+class Asked:
+    """A learner version whose moves are asked for and answered later, as the Serve deployment
+    answers a served rollout policy (``serve.opponents.ServedPolicy``): ``submit`` keeps the
+    request, ``result`` answers it with the version's network (the ``fail``-th answer raises)."""
+
+    def __init__(self, policy, log: list, fail: int | None = None):
+        self.policy, self.log, self.fail = policy, log, fail
+        self.rng = np.random.default_rng(9)
+
+    def submit(self, obs, mask):
+        self.log.append(("submit", len(obs)))
+        return obs.copy(), mask.copy()
+
+    def result(self, pending):
+        self.log.append(("result", len(pending[0])))
+        if sum(kind == "result" for kind, _ in self.log) == self.fail:
+            raise LookupError("main_agent-0 version 1: no longer kept")
+        return self.policy.act(*pending, generator=self.rng)
+
+    def act(self, obs, mask, generator=None):  # as a live opponent: asked and waited for (ServedPolicy.act)
+        return self.policy.act(obs, mask, generator=self.rng)
+
+
+def test_a_served_policy_is_asked_in_one_step_and_answers_in_the_next_with_its_versions_moves():
+    h = Harness(k=3, keep_groups=True)
+    lanes, log = h.lanes, []
+    served = {v: Asked(p, log) for v, p in h.policies.items()}
+    lanes.held = {1: served[1]}
+    lanes.set_learner(1, served[1])
+    for _ in range(12):
+        lanes.step()
+    lanes.set_learner(2, served[2])  # running groups keep asking version 1
+    for _ in range(12):
+        lanes.step()
+    lanes.finish_prepared()
+    rollout, groups = lanes.take_groups("worker:x", seq=1)
+    # every request answered once, after the lane's other requests went out
+    assert [n for kind, n in log if kind == "submit"] == [n for kind, n in log if kind == "result"]
+    assert sum(n for kind, n in log if kind == "result") >= len(rollout) > 0
+    assert set(groups.version.tolist()) == {1, 2} and lanes.counts["served_errors"] == 0
+    ends = np.flatnonzero(rollout.dones)
+    version_of_episode = np.broadcast_to(groups.version[:, None], groups.played.shape)[groups.played]
+    version = np.repeat(version_of_episode, np.diff(np.concatenate([[-1], ends])))
+    for v, policy in h.policies.items():  # each decision's log-probability is its group's version's
+        sel = version == v
+        np.testing.assert_allclose(logp_under(policy, rollout)[sel], rollout.logp[sel], atol=1e-5)
+    assert lanes.action_counts.sum() == lanes.counts["served"] == sum(n for kind, n in log if kind == "result")
+
+
+def test_a_served_answer_that_fails_drops_its_lanes_episodes_and_the_league_goes_on():
+    h = Harness(k=1, keep_groups=False)
+    lanes, log = h.lanes, []
+    lanes.held = {}
+    lanes.set_learner(1, Asked(h.policies[1], log, fail=3))
+    for _ in range(30):
+        lanes.step()
+    lanes.finish_prepared()
+    assert lanes.counts["served_errors"] == 1 and lanes.counts["game_errors"] == 0
+    rollout = lanes.recorder.take()
+    batch = lanes.take_batch("worker:x", 1, LEARNER)
+    assert len(batch) == lanes.counts["episodes"] > 0  # every finished game reported, none of the dropped
+    np.testing.assert_allclose(logp_under(h.policies[1], rollout), rollout.logp, atol=1e-5)
+
+
 BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
 
 

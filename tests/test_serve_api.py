@@ -1,8 +1,10 @@
-"""Ray Serve against a running league: served opponents, and the HTTP API over real HTTP.
+"""Ray Serve against a running league: served opponents, the learner's own moves served
+(``rollout.policy_inference: serve``), and the HTTP API over real HTTP.
 
 The league is biased rock-paper-scissors (observations of 2 numbers, 3 actions): its
 Nash over the pool is mixed within seconds, which the member-frequency test needs."""
 
+import asyncio
 import json
 import time
 
@@ -46,9 +48,11 @@ def league(ray_local, tmp_path_factory):
     storage = tmp_path_factory.mktemp("serve_league")
     seeds = pure_strategies(storage)
     # The pool holds only the three pure strategies (learners never snapshot here), so the
-    # Nash over it is known: (1/4, 1/2, 1/4). Learners play them through the Serve deployment.
+    # Nash over it is known: (1/4, 1/2, 1/4). Learners play them through the Serve deployment, and
+    # their own moves are served there too.
     cfg, info = load(["--config", "configs/rps.yaml", f"run.storage={storage / 'run'}", "run.max_minutes=30",
-                      f"serve.port={PORT}", "rollout.opponent_inference=serve", "roles.main_agent.sampling=pfsp",
+                      f"serve.port={PORT}", "rollout.opponent_inference=serve", "rollout.policy_inference=serve",
+                      "roles.main_agent.sampling=pfsp",
                       "roles.main_exploiter.count=0", "roles.league_exploiter.count=0",
                       "roles.main_agent.snapshot_every_steps=1000000000", f"league.seed_snapshots={json.dumps(seeds)}"])
     lg = LeagueRun(cfg, info)
@@ -74,6 +78,58 @@ def test_league_plays_frozen_opponents_through_serve(league, ray_local):
     time.sleep(3)
     league.supervise()
     assert league.status()["games"] > before  # the workers keep playing with served opponents
+
+
+def test_the_learners_moves_are_served_by_version_and_train_it(league, ray_local):
+    """The workers ask the deployment for their learner's moves (none played in process, none
+    failed); the learner trains on them, so its version moves on; the deployment answers a version
+    with that network's values and the log-probabilities of the moves it drew, and refuses a
+    version the learner does not keep and a learner the league does not have."""
+    import torch
+    from ray import serve
+
+    from policies.snapshot import policy_from_bytes
+    from serve.opponents import APP_NAME, DEPLOYMENT_NAME
+
+    ray = ray_local
+    learner = league.learners["main_agent-0"]
+    first = ray.get(learner.get_weights.remote()).version
+    deadline = time.time() + 60
+    while ray.get(learner.get_weights.remote()).version < first + 2 and time.time() < deadline:
+        time.sleep(0.5)
+    reply = ray.get(learner.get_weights.remote())
+    assert reply.version >= first + 2, (first, reply.version)  # trained on served moves
+    stats = [ray.get(w.get_stats.remote()) for w in league.workers.values()]
+    assert sum(st["served"] for st in stats) > 0 and sum(st["served_errors"] for st in stats) == 0, stats
+
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(64, 2)).astype(np.float32)
+    mask = np.ones((64, 3), dtype=bool)
+    mask[::4, 1] = False
+
+    async def ask(*requests):  # the handle's router runs in this (the test's) event loop
+        handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME).act_live
+        answers = []
+        for request in requests:
+            try:
+                answers.append(await handle.remote(*request))
+            except Exception as exc:
+                answers.append(exc)
+        return answers
+
+    (actions, logp, values), too_old, unknown, nan = asyncio.run(ask(
+        ("main_agent-0", reply.version, obs, mask), ("main_agent-0", 10**9, obs, mask), ("nobody-0", 1, obs, mask),
+        ("main_agent-0", reply.version, np.full((2, 2), np.nan), np.ones((2, 3), bool))))
+    model = policy_from_bytes(reply.blob)
+    with torch.no_grad():
+        logits, expected_values = model(torch.as_tensor(obs), torch.as_tensor(mask))
+        expected_logp = torch.log_softmax(logits, -1)[torch.arange(64), torch.as_tensor(actions)]
+    assert mask[np.arange(64), actions].all()
+    np.testing.assert_allclose(values, expected_values.numpy(), atol=1e-5)
+    np.testing.assert_allclose(logp, expected_logp.numpy(), atol=1e-5)
+    assert isinstance(too_old, Exception) and "not 1000000000" in str(too_old), too_old
+    assert isinstance(unknown, Exception) and "unknown learner 'nobody-0'" in str(unknown), unknown
+    assert isinstance(nan, Exception) and "NaN" in str(nan), nan
 
 
 def test_endpoints_report_the_league(league):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from serve.api import BadRequest, member_for_episode, parse_act_request
 from serve.codec import decode_body, encode_json
-from serve.batching import act_known, rows_by_code, run_grouped, validate_request
+from serve.batching import act_known, rows_by_code, run_grouped, run_live, validate_live_request, validate_request
 
 
 def test_run_grouped_makes_one_forward_per_id_across_requests_and_scatters_back():
@@ -28,6 +28,41 @@ def test_run_grouped_makes_one_forward_per_id_across_requests_and_scatters_back(
     assert len(calls) == 1  # one pass over every id of the batch
     assert sorted(calls[0]) == [("a", [1.0, 3.0, 6.0, 7.0]), ("b", [2.0, 4.0, 5.0])]  # nothing for unused "c"
     assert [o.tolist() for o in out] == [[10, 21, 30, 41], [51], [60, 70]]
+
+
+def test_run_live_makes_one_pass_per_learner_version_across_requests_and_scatters_back():
+    calls = []
+
+    def act(key, obs, mask):
+        calls.append((key, obs[:, 0].tolist()))
+        x = obs[:, 0]
+        return x.astype(np.int64) * 10 + key[1], (x / 100).astype(np.float32), (-x).astype(np.float32)
+
+    def req(learner, version, *xs):
+        return learner, version, np.array([[x] for x in xs], dtype=np.float32), np.ones((len(xs), 2), bool)
+
+    reqs = [req("a", 1, 1.0, 2.0), req("a", 2, 3.0), req("b", 1, 4.0), req("a", 1, 5.0, 6.0)]
+    out = run_live(reqs, act)
+    assert sorted(calls) == [(("a", 1), [1.0, 2.0, 5.0, 6.0]), (("a", 2), [3.0]), (("b", 1), [4.0])]
+    assert [a.tolist() for a, _, _ in out] == [[11, 21], [32], [41], [51, 61]]
+    np.testing.assert_allclose(out[3][1], [0.05, 0.06])
+    np.testing.assert_allclose(out[3][2], [-5.0, -6.0])
+    assert run_live([], act) == []
+
+
+@pytest.mark.parametrize("args, match", [
+    (("", 1), "learner_id"), ((7, 1), "learner_id"), (("a", -1), "version"), (("a", True), "version"),
+    (("a", 1.5), "version"), (("a", 1, np.full((2, 3), np.nan)), "NaN"),
+    (("a", 1, np.zeros((2, 3)), np.zeros((2, 4), bool)), "legal action"),
+    (("a", 1, np.zeros((2, 3)), np.ones((3, 4), bool)), "same rows"),
+])
+def test_validate_live_request_rejects_malformed(args, match):
+    learner, version, *rest = args
+    obs, mask = (rest + [np.zeros((2, 3)), np.ones((2, 4), bool)][len(rest):])[:2]
+    with pytest.raises(ValueError, match=match):
+        validate_live_request(learner, version, obs, mask)
+    ok = validate_live_request("a", np.int64(3), np.zeros((2, 3)), np.ones((2, 4), bool))
+    assert ok[:2] == ("a", 3) and ok[2].dtype == np.float32 and ok[3].dtype == bool
 
 
 def test_rows_by_code_keeps_row_order_within_each_code():

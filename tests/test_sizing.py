@@ -15,26 +15,28 @@ SHIPPED = sorted(str(p.relative_to(ROOT)) for p in [*ROOT.glob("configs/*.yaml")
 
 # What each shipped config ran with before it said auto (commit 4b61c61, the configs as loaded):
 # workers_per_learner, envs_per_worker, opponent_inference, learner.replicas (1: one process a
-# learner, as every league ran), learner.device, learner.num_gpus, main and league exploiters.
+# learner, as every league ran), learner.device, learner.num_gpus, main and league exploiters, and
+# where the learners' own moves play (in the worker, as every league ran).
 BEFORE_AUTO = {
-    "configs/battle.yaml": (1, 16, "inprocess", 1, "auto", 0.0, 0, 0),
-    "configs/cluster.yaml": (2, 2048, "serve", 1, "auto", 0.0, 1, 2),
-    "configs/connect_four.yaml": (1, 1024, "inprocess", 1, "auto", 0.0, 0, 0),
-    "configs/connect_four_ppo.yaml": (1, 1024, "inprocess", 1, "auto", 0.0, 0, 0),
-    "configs/connect_four_search.yaml": (1, 256, "inprocess", 1, "auto", 0.0, 0, 0),
-    "configs/dominant.yaml": (1, 256, "inprocess", 1, "auto", 0.0, 1, 1),
-    "configs/kuhn_poker.yaml": (1, 2048, "serve", 1, "auto", 0.0, 1, 2),
-    "configs/kuhn_selfplay.yaml": (1, 2048, "serve", 1, "auto", 0.0, 0, 0),
-    "configs/leduc_poker.yaml": (1, 2048, "serve", 1, "auto", 0.0, 0, 0),
-    "configs/pettingzoo_texas_holdem.yaml": (1, 256, "serve", 1, "auto", 0.0, 1, 1),
-    "configs/rps.yaml": (1, 256, "serve", 1, "auto", 0.0, 1, 1),
-    "configs/smoke.yaml": (1, 64, "serve", 1, "auto", 0.0, 1, 1),
-    "configs/tic_tac_toe.yaml": (1, 256, "serve", 1, "auto", 0.0, 0, 0),
-    "examples/dots_and_boxes/config.yaml": (1, 64, "serve", 1, "auto", 0.0, 1, 1),
-    "examples/dots_and_boxes/config_pettingzoo.yaml": (1, 64, "serve", 1, "auto", 0.0, 1, 1),
+    "configs/battle.yaml": (1, 16, "inprocess", 1, "auto", 0.0, 0, 0, "inprocess"),
+    "configs/cluster.yaml": (2, 2048, "serve", 1, "auto", 0.0, 1, 2, "inprocess"),
+    "configs/connect_four.yaml": (1, 1024, "inprocess", 1, "auto", 0.0, 0, 0, "inprocess"),
+    "configs/connect_four_ppo.yaml": (1, 1024, "inprocess", 1, "auto", 0.0, 0, 0, "inprocess"),
+    "configs/connect_four_search.yaml": (1, 256, "inprocess", 1, "auto", 0.0, 0, 0, "inprocess"),
+    "configs/dominant.yaml": (1, 256, "inprocess", 1, "auto", 0.0, 1, 1, "inprocess"),
+    "configs/kuhn_poker.yaml": (1, 2048, "serve", 1, "auto", 0.0, 1, 2, "inprocess"),
+    "configs/kuhn_selfplay.yaml": (1, 2048, "serve", 1, "auto", 0.0, 0, 0, "inprocess"),
+    "configs/leduc_poker.yaml": (1, 2048, "serve", 1, "auto", 0.0, 0, 0, "inprocess"),
+    "configs/pettingzoo_texas_holdem.yaml": (1, 256, "serve", 1, "auto", 0.0, 1, 1, "inprocess"),
+    "configs/rps.yaml": (1, 256, "serve", 1, "auto", 0.0, 1, 1, "inprocess"),
+    "configs/smoke.yaml": (1, 64, "serve", 1, "auto", 0.0, 1, 1, "inprocess"),
+    "configs/tic_tac_toe.yaml": (1, 256, "serve", 1, "auto", 0.0, 0, 0, "inprocess"),
+    "examples/dots_and_boxes/config.yaml": (1, 64, "serve", 1, "auto", 0.0, 1, 1, "inprocess"),
+    "examples/dots_and_boxes/config_pettingzoo.yaml": (1, 64, "serve", 1, "auto", 0.0, 1, 1, "inprocess"),
 }
 KEYS = ("rollout.workers_per_learner", "rollout.envs_per_worker", "rollout.opponent_inference", "learner.replicas",
-        "learner.device", "learner.num_gpus", "roles.main_exploiter.count", "roles.league_exploiter.count")
+        "learner.device", "learner.num_gpus", "roles.main_exploiter.count", "roles.league_exploiter.count",
+        "rollout.policy_inference")
 TWO_CORES = Resources(cpus=2, gpus=0, nodes=1)
 
 
@@ -67,7 +69,7 @@ def test_some_shipped_configs_leave_their_plan_to_auto():
              for path in SHIPPED}
     assert autos["configs/connect_four.yaml"] == ["rollout.workers_per_learner", "rollout.opponent_inference",
                                                   "learner.replicas", "roles.main_exploiter.count",
-                                                  "roles.league_exploiter.count"]
+                                                  "roles.league_exploiter.count", "rollout.policy_inference"]
     assert autos["configs/kuhn_poker.yaml"] == ["rollout.workers_per_learner", "rollout.envs_per_worker",
                                                 "learner.replicas"]
     assert autos["configs/smoke.yaml"] == []  # the tests' league keeps its shape on any machine
@@ -80,19 +82,29 @@ def test_sixteen_cores_and_a_gpu():
     # 0.2 (served: there is a GPU) leave 14.1; 4 CPUs keep a learner process busy, so the main agent,
     # a main exploiter and a league exploiter (12), not a second league exploiter (16); no second
     # replica of 3 learners (24); 14.1 - 3 learner cores = 11.1 over 3 processes: 3 workers each
-    assert values(resolved) == (3, 1024, "serve", 1, "auto", 0.25, 1, 1)
+    assert values(resolved) == (3, 1024, "serve", 1, "auto", 0.25, 1, 1, "serve")
     assert the_plan.value("learner.device") == "cuda"
     assert (the_plan.opponents_device, the_plan.opponents_num_gpus) == ("cuda", 0.25)  # 3 learners + 1 replica
     assert resolved.serve.num_gpus == 0.25  # the share each opponents replica asks Ray for
     assert ("  rollout.opponent_inference = serve on cuda with serve.num_gpus = 0.25  (auto: a GPU serves one "
             "batch across workers)") in the_plan.lines()
+    assert ("  rollout.policy_inference = serve on cuda with serve.num_gpus = 0.25  (auto: the GPU plays the "
+            "learners' moves too, one batch across workers)") in the_plan.lines()
+
+
+def test_a_search_learner_plays_its_own_moves_on_any_machine():
+    cfg = load_config(ROOT / "configs/connect_four_search.yaml")
+    resolved, the_plan = plan(cfg, Resources(cpus=16, gpus=1))
+    assert (resolved.rollout.opponent_inference, resolved.rollout.policy_inference) == ("serve", "inprocess")
+    assert ("  rollout.policy_inference = inprocess in the workers' processes  (auto: roles.main_agent learns from "
+            "search, whose searches run the network in the worker)") in the_plan.lines()
 
 
 def test_replicas_given_leave_the_cores_to_them():
     cfg = load_config(ROOT / "configs/connect_four.yaml", ["learner.replicas=2"])
     resolved, the_plan = plan(cfg, Resources(cpus=16, gpus=1))
     # a learner of 2 processes takes 8 of the 14.1: no exploiter beside it (16); 12.1 over 2 processes
-    assert values(resolved) == (6, 1024, "serve", 2, "auto", 0.33, 0, 0)
+    assert values(resolved) == (6, 1024, "serve", 2, "auto", 0.33, 0, 0, "serve")
     assert resolved.serve.num_gpus == 0.33
     assert the_plan.decisions[2].key == "learner.replicas" and the_plan.decisions[2].why == "(config)"
 
@@ -102,7 +114,7 @@ def test_many_cores_give_exploiters_then_replicas():
     resolved, _ = plan(cfg, Resources(cpus=64))
     # no GPU: opponents in process; 64 - 1.7 = 62.3: all three exploiters (16), 3 replicas of
     # 4 learners (48; 4 would take 64); (62.3 - 12) / 12 processes: 4 workers each
-    assert values(resolved) == (4, 1024, "inprocess", 3, "auto", 0.0, 1, 2)
+    assert values(resolved) == (4, 1024, "inprocess", 3, "auto", 0.0, 1, 2, "inprocess")
 
 
 def test_two_main_agents_get_two_of_each_exploiter_at_most():
@@ -117,7 +129,7 @@ def test_gpus_enough_give_each_replica_its_own():
     # 14.3 CPUs feed 3 replicas, 4 GPUs one each for 4 (each still with its core and a worker's);
     # 4 replicas and the served opponents on 4 GPUs: half a GPU each; (14.3 - 4) / 4: 2 workers of
     # 4096 / 2 = 2048 games
-    assert values(resolved) == (2, 2048, "serve", 4, "auto", 0.5, 0, 0)
+    assert values(resolved) == (2, 2048, "serve", 4, "auto", 0.5, 0, 0, "inprocess")
     assert resolved.serve.num_gpus == 0.5
     assert "one a replica" in the_plan.decisions[2].why
 
@@ -126,10 +138,11 @@ def test_kuhn_on_sixteen_cores_keeps_what_it_gives():
     cfg = load_config(ROOT / "configs/kuhn_poker.yaml")
     resolved, the_plan = plan(cfg, Resources(cpus=16))
     # its 4 learners given; 14.3 CPUs: no second replica (32); (14.3 - 4) / 4: 2 workers of 2048 games
-    assert values(resolved) == (2, 2048, "serve", 1, "auto", 0.0, 1, 2)
+    assert values(resolved) == (2, 2048, "serve", 1, "auto", 0.0, 1, 2, "inprocess")
     assert the_plan.opponents_device == "cpu" and resolved.serve.num_gpus == 0
     given = {d.key for d in the_plan.decisions if d.why == "(config)"}
-    assert given == {"roles.main_exploiter.count", "roles.league_exploiter.count", "rollout.opponent_inference"}
+    assert given == {"roles.main_exploiter.count", "roles.league_exploiter.count", "rollout.opponent_inference",
+                     "rollout.policy_inference"}
 
 
 def test_values_given_are_kept_and_the_config_is_not_changed():
@@ -138,7 +151,8 @@ def test_values_given_are_kept_and_the_config_is_not_changed():
     assert resolved == cfg and resolved is not cfg
     assert all(d.why == "(config)" for d in the_plan.decisions)
     assert (the_plan.opponents_device, the_plan.opponents_num_gpus) == ("cuda", 0.5)
-    assert the_plan.decisions[-1].note == "on cuda with serve.num_gpus = 0.5 (config)"
+    assert the_plan.decisions[-2].key == "rollout.opponent_inference"
+    assert the_plan.decisions[-2].note == "on cuda with serve.num_gpus = 0.5 (config)"
     auto = load_config(ROOT / "configs/connect_four.yaml")
     plan(auto, Resources(cpus=32, gpus=2))
     assert auto.rollout.workers_per_learner == "auto"  # the given config is left alone
@@ -167,7 +181,7 @@ def test_a_share_the_config_gives_the_opponents_leaves_the_rest_to_the_learners(
     resolved, the_plan = plan(cfg, Resources(cpus=16, gpus=1))
     # 14.3 CPUs feed 3 replicas, (14.3 - 3) / 3: 3 workers of 4096 // 3 games; the half GPU the
     # opponents replica does not take is split between the 3 replicas
-    assert values(resolved) == (3, 1365, "serve", 3, "auto", 0.16, 0, 0)
+    assert values(resolved) == (3, 1365, "serve", 3, "auto", 0.16, 0, 0, "inprocess")
     assert resolved.serve.num_gpus == 0.5 and the_plan.value("learner.device") == "cuda"
     assert (the_plan.opponents_device, the_plan.opponents_num_gpus) == ("cuda", 0.5)
     # a whole GPU to the opponents leaves the learners none: they train on the CPU
@@ -182,7 +196,7 @@ def test_the_plan_prints_a_line_a_decision():
     _, the_plan = plan(load_config(ROOT / "configs/connect_four.yaml"), TWO_CORES)
     lines = str(the_plan).splitlines()
     assert lines[0].startswith("nash-league: plan for 2 CPUs, no GPU, 1 node: 1.7 CPUs for the coordinator 0.5")
-    assert len(lines) == 1 + len(the_plan.decisions) == 8
+    assert len(lines) == 1 + len(the_plan.decisions) == 9
     assert "  rollout.envs_per_worker = 1024  (config)" in lines
     assert "  rollout.opponent_inference = inprocess in the workers' processes  (auto: no GPU; on CPUs a served " \
            "call costs more than the worker's own pass)" in lines
