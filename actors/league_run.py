@@ -249,7 +249,7 @@ class LeagueRun:
         # which answers without the proxy's extra hop (docs/serve.md, "Latency"). Ray 2.60 still starts
         # a proxy on the head with proxy_location="Disabled": it gets a free loopback port, not serve.port.
         serve.start(proxy_location="Disabled", http_options={"host": "127.0.0.1", "port": 0})
-        learner_names = {lid: replica_name(lid, 0) for lid in self.learners}
+        learner_names = {lid: [replica_name(lid, k) for k in range(len(group))] for lid, group in self.replicas.items()}
         deploy_opponents(cfg, learner_names if cfg.rollout.policy_inference == "serve" else None)
         self.apps.append(OPPONENTS_APP)
 

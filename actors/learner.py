@@ -49,8 +49,8 @@ log = logging.getLogger(__name__)
 
 KEPT_VERSIONS = 16  # published versions a learner keeps for weights_at (a group plays the version it opened with)
 
-OBJECTIVE_RECORD_SECONDS = 10.0
-GROUP_WATCH_SECONDS = 1.0  # how often a learner group's replica checks that its generation still stands  # how often a learner's novelty and reward gap go to the store (the report)
+OBJECTIVE_RECORD_SECONDS = 10.0  # how often a learner's novelty and reward gap go to the store (the report)
+GROUP_WATCH_SECONDS = 1.0  # how often a learner group's replica checks that its generation still stands
 
 
 class LearnerImpl:
@@ -121,6 +121,7 @@ class LearnerImpl:
             self._collective(self._take_leader_state)
             threading.Thread(target=self._watch_group, name="group-watch", daemon=True).start()
         self._recent: dict[int, bytes] = {}  # version -> policy blob, the newest KEPT_VERSIONS (weights_at)
+        self.life = os.urandom(4).hex()  # this process's life: its versions' weights are its own
         self._publish()
         self._last_checkpoint = time.time()
         if not self.leader:
@@ -222,11 +223,14 @@ class LearnerImpl:
         """The current version, its step and policy blob; no blob when ``known_version`` is current,
         or when the caller asks for the version alone (``blob=False``: its policy is served)."""
         version, step, weights = self._weights
-        return WeightsReply(version, weights if blob and version != known_version else None, step)
+        return WeightsReply(version, weights if blob and version != known_version else None, step, self.life)
 
-    def weights_at(self, version: int) -> bytes:
+    def weights_at(self, version: int, life: str | None = None) -> bytes:
         """The policy blob of ``version``, one of the newest ``KEPT_VERSIONS`` this process published
-        (the served rollout policy loads the version a worker's group plays); KeyError otherwise."""
+        (the served rollout policy loads the version a worker's group plays), of this ``life`` where
+        one is named; KeyError otherwise."""
+        if life is not None and life != self.life:
+            raise KeyError(f"{self.learner_id} restarted: version {version} of life {life} is gone")
         try:
             return self._recent[int(version)]
         except KeyError:

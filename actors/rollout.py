@@ -128,11 +128,13 @@ class RolloutWorkerImpl:
         if learner_id == self.learner_id:
             self.wanted_stage = self.cfg.game.stage(reply.step)
         if learner_id == self.learner_id and self.policy_handle is not None:
-            # served: the version is all the worker needs; the deployment loads its weights
-            if reply.version != self.live.get(learner_id, (-1, None))[0]:
+            # served: the version (of the learner's life) is all the worker needs; the deployment
+            # loads its weights
+            held = self.live.get(learner_id, (-1, None))[1]
+            if held is None or (held.version, held.life) != (reply.version, reply.life):
                 from serve.opponents import ServedPolicy
 
-                policy = ServedPolicy(learner_id, reply.version, self.policy_handle)
+                policy = ServedPolicy(learner_id, reply.version, self.policy_handle, reply.life)
                 self.live[learner_id] = (reply.version, policy)
                 self.lanes.set_learner(reply.version, policy)
             return
@@ -238,7 +240,11 @@ class RolloutWorkerImpl:
             self._poll_refreshes()
             if self.wanted_stage != self.stage:  # the learner's step moved into another stage
                 self._follow_curriculum()
+            unanswered = self.lanes.counts["served_errors"]
             self.lanes.step()
+            if self.lanes.counts["served_errors"] > unanswered:
+                # a served version its learner no longer keeps (restarted: another life): ask anew
+                self._refresh(self.learner_id, block=False)
             # at least every 2 s: the games finished, or (a curriculum stage's games are not reported) the env steps
             due = len(self.lanes.results) >= cfg.results_batch_size or (
                 self.lanes.has_news() and time.time() - last_report > 2.0)

@@ -492,11 +492,14 @@ class SnapshotReply:
 @dataclass(frozen=True)
 class WeightsReply:
     """A learner's current version and the decisions it has trained on when it took it (``step``);
-    ``blob`` is None when the caller already has it."""
+    ``blob`` is None when the caller already has it. ``life`` names the learner process's life: a
+    learner restarted from its checkpoint publishes the versions after it again, other weights
+    under the same numbers."""
 
     version: int
     blob: bytes | None
     step: int
+    life: str = ""
 
 
 @dataclass(frozen=True)

@@ -189,9 +189,12 @@ def plan(cfg: Config, resources: Resources) -> tuple[Config, Plan]:
     policy_why = "(config)"
     if rollout.policy_inference == AUTO:
         rollout.policy_inference = "serve" if gpus > 0 and not searched else "inprocess"
-        policy_why = ("(auto: the GPU plays the learners' moves too, one batch across workers)" if gpus > 0 and not searched
-                      else f"(auto: roles.{searched[0]} learns from search, whose searches run the network in the worker)"
-                      if searched else "(auto: no GPU; on CPUs the worker's own pass costs less than a served call)")
+        if gpus > 0 and not searched:
+            policy_why = "(auto: the GPU plays the learners' moves too, one batch across workers)"
+        elif searched:
+            policy_why = f"(auto: roles.{searched[0]} learns from search, whose searches run the network in the worker)"
+        else:
+            policy_why = "(auto: no GPU; on CPUs the worker's own pass costs less than a served call)"
     # the deployment runs where either is served
     served = "serve" in (rollout.opponent_inference, rollout.policy_inference)
     # the learners take a share of the GPUs only where the config leaves it to the plan

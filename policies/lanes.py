@@ -318,9 +318,10 @@ class Lanes:
         self.counts = {"env_steps": 0, "episodes": 0, "game_errors": 0, "served": 0, "served_errors": 0}
 
     def set_learner(self, version: int, policy) -> None:
-        """The learner's newest weights: groups that open from now on play them."""
+        """The learner's newest weights: groups that open from now on play them (a version given again
+        is replaced: a restarted learner publishes its numbers again)."""
         self.version = int(version)
-        self.held.setdefault(self.version, policy)
+        self.held[self.version] = policy
 
     def start(self, first_group_id: int) -> None:
         """Every environment starts a new episode in a new group; nothing finished is held."""

@@ -112,36 +112,41 @@ def act_known(models: dict, agent_ids: list[str], obs: list[np.ndarray], masks: 
     return out
 
 
-# A served rollout policy's request: (learner id, version, obs, mask); its answer: (actions, logp, values)
-LiveRequest = tuple[str, int, np.ndarray, np.ndarray]
+# A served rollout policy's request: ((learner id, version, the learner's life), obs, mask); its
+# answer: (actions, logp, values)
+LiveKey = tuple[str, int, str]
+LiveRequest = tuple[LiveKey, np.ndarray, np.ndarray]
 LiveAnswer = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def validate_live_request(learner_id, version, obs, mask) -> LiveRequest:
-    """(learner id, version int, obs float32 (n, D), mask bool (n, A)); ValueError if malformed."""
+def validate_live_request(learner_id, version, life, obs, mask) -> LiveRequest:
+    """((learner id, version int, life str), obs float32 (n, D), mask bool (n, A)); ValueError if
+    malformed."""
     if not isinstance(learner_id, str) or not learner_id:
         raise ValueError("learner_id must be a non-empty string")
     if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
         raise ValueError(f"version must be a non-negative integer, got {version!r}")
+    if not isinstance(life, str):
+        raise ValueError(f"life must be a string, got {life!r}")
     _, _, obs, mask = validate_request([learner_id], np.zeros(len(np.asarray(obs)), dtype=np.int64), obs, mask)
-    return learner_id, int(version), obs, mask
+    return (learner_id, int(version), life), obs, mask
 
 
-def run_live(requests: Sequence[LiveRequest], act: Callable[[tuple[str, int], np.ndarray, np.ndarray], LiveAnswer]
+def run_live(requests: Sequence[LiveRequest], act: Callable[[LiveKey, np.ndarray, np.ndarray], LiveAnswer]
              ) -> list[LiveAnswer]:
     """Each request's actions, log-probabilities and values, with one ``act`` over the rows of every
-    distinct (learner id, version): the workers' requests for one policy are one pass."""
-    by_key: dict[tuple[str, int], list[int]] = {}
-    for r, (learner_id, version, _, _) in enumerate(requests):
-        by_key.setdefault((learner_id, version), []).append(r)
+    distinct key (learner, version, life): the workers' requests for one policy are one pass."""
+    by_key: dict[LiveKey, list[int]] = {}
+    for r, (key, _, _) in enumerate(requests):
+        by_key.setdefault(key, []).append(r)
     out: list[LiveAnswer] = [None] * len(requests)  # type: ignore[list-item]
     for key, rs in by_key.items():
-        obs = np.concatenate([requests[r][2] for r in rs]) if len(rs) > 1 else requests[rs[0]][2]
-        mask = np.concatenate([requests[r][3] for r in rs]) if len(rs) > 1 else requests[rs[0]][3]
+        obs = np.concatenate([requests[r][1] for r in rs]) if len(rs) > 1 else requests[rs[0]][1]
+        mask = np.concatenate([requests[r][2] for r in rs]) if len(rs) > 1 else requests[rs[0]][2]
         actions, logp, values = act(key, obs, mask)
         start = 0
         for r in rs:
-            n = len(requests[r][2])
+            n = len(requests[r][1])
             out[r] = (actions[start:start + n], logp[start:start + n], values[start:start + n])
             start += n
     return out

@@ -56,12 +56,13 @@ class UnknownAgent(KeyError):
 class Opponents:
     def __init__(self, coordinator_name: str, namespace: str, cache_size: int, cache_bytes: int | None = None,
                  max_batch_size: int = 16, batch_wait_timeout_s: float = 0.002, seed=0,
-                 cache_idle_seconds: float | None = None, learner_names: dict[str, str] | None = None):
+                 cache_idle_seconds: float | None = None, learner_names: dict[str, list[str]] | None = None):
         torch.set_num_threads(1)
         self.namespace = namespace
         self.coordinator = ray.get_actor(coordinator_name, namespace=namespace)
-        self.learner_names = dict(learner_names or {})  # learner id -> its actor's name (weights_at)
-        self.live: OrderedDict[tuple[str, int], torch.nn.Module] = OrderedDict()
+        # learner id -> the names of its replicas' actors (weights_at), replica 0 first
+        self.learner_names = {lid: list(names) for lid, names in (learner_names or {}).items()}
+        self.live: OrderedDict[tuple[str, int, str], torch.nn.Module] = OrderedDict()  # (learner, version, life)
         self.metrics = LeagueMetrics()
         # cuda where Ray gave this replica a GPU (serve.num_gpus) and torch sees it; the snapshots
         # load onto it and every forward pass of a batch runs there (policies.net follows the model)
@@ -113,26 +114,35 @@ class Opponents:
         return out
 
 
-    async def act_live(self, learner_id: str, version: int, obs: np.ndarray, mask: np.ndarray):
+    async def act_live(self, learner_id: str, version: int, obs: np.ndarray, mask: np.ndarray, life: str = ""):
         """A learner's own moves (``rollout.policy_inference: serve``): ``(actions, logp, values)`` of
-        version ``version`` of learner ``learner_id`` for a vector of observations. LookupError when
-        the learner is not this league's or no longer keeps that version."""
-        request = validate_live_request(learner_id, version, obs, mask)
+        version ``version`` of learner ``learner_id`` (of its life ``life``, where named) for a vector
+        of observations. LookupError when the learner is not this league's or no longer keeps that
+        version."""
+        request = validate_live_request(learner_id, version, life, obs, mask)
         answer = await self._live_batch(request)
         if isinstance(answer, str):
             raise LookupError(answer)
         return answer
 
-    async def _live_model(self, learner_id: str, version: int):
-        key = (learner_id, version)
+    async def _live_model(self, learner_id: str, version: int, life: str):
+        key = (learner_id, version, life)
         model = self.live.get(key)
         if model is not None:
             self.live.move_to_end(key)
             return model
         if learner_id not in self.learner_names:
             raise LookupError(f"unknown learner {learner_id!r}")
-        learner = ray.get_actor(self.learner_names[learner_id], namespace=self.namespace)
-        model = policy_from_bytes(await learner.weights_at.remote(version)).to(self.device)
+        for i, name in enumerate(self.learner_names[learner_id]):
+            # the replica that fed the worker holds the version of its life (each replica's own; the
+            # replicas publish in lockstep the same weights): asked in turn until one has it
+            try:
+                blob = await ray.get_actor(name, namespace=self.namespace).weights_at.remote(version, life or None)
+                break
+            except Exception:
+                if i == len(self.learner_names[learner_id]) - 1:
+                    raise
+        model = policy_from_bytes(blob).to(self.device)
         self.live[key] = model
         while len(self.live) > LIVE_MODELS:
             self.live.popitem(last=False)
@@ -144,20 +154,20 @@ class Opponents:
         be loaded gets the reason (a string), and the others their answers."""
         start = time.perf_counter()
         models, failed = {}, {}
-        for key in dict.fromkeys((r[0], r[1]) for r in requests):
+        for key in dict.fromkeys(r[0] for r in requests):
             try:
                 models[key] = await self._live_model(*key)
             except Exception as exc:  # an unknown learner, a version it no longer keeps, a learner restarting
                 cause = getattr(exc, "cause", None) or exc  # a RayTaskError carries the learner's own error
                 why = str(cause.args[0]) if cause.args else type(cause).__name__
                 failed[key] = f"{key[0]} version {key[1]}: {why.splitlines()[0] if why else type(cause).__name__}"
-        ok = [i for i, r in enumerate(requests) if (r[0], r[1]) in models]
+        ok = [i for i, r in enumerate(requests) if r[0] in models]
         answers = run_live([requests[i] for i in ok],
                            lambda key, obs, mask: models[key].act(obs, mask, generator=self.rng))
-        out: list = [failed.get((r[0], r[1])) for r in requests]
+        out: list = [failed.get(r[0]) for r in requests]
         for i, answer in zip(ok, answers):
             out[i] = answer
-        self.metrics.observe("batch_size", sum(len(r[2]) for r in requests))
+        self.metrics.observe("batch_size", sum(len(r[1]) for r in requests))
         self.metrics.observe("inference_seconds", time.perf_counter() - start)
         return out
 
@@ -181,9 +191,10 @@ def replica_count(serve_cfg) -> dict:
     return {"num_replicas": serve_cfg.num_replicas}
 
 
-def deploy_opponents(cfg, learner_names: dict[str, str] | None = None) -> None:
+def deploy_opponents(cfg, learner_names: dict[str, list[str]] | None = None) -> None:
     """Run the opponents app (no HTTP route: only rollout workers call it). ``learner_names``: each
-    learner id's actor name, where the rollout policy is served (``act_live`` loads its versions)."""
+    learner id's replicas' actor names, where the rollout policy is served (``act_live`` loads its
+    versions)."""
     app = Opponents.options(
         max_ongoing_requests=cfg.serve.max_ongoing_requests,
         graceful_shutdown_timeout_s=5, graceful_shutdown_wait_loop_s=0.5,
@@ -218,13 +229,13 @@ class ServedPolicy:
     request for a vector of its decisions and returns at once; ``result`` waits for
     ``(actions, logp, values)``, as ``PolicyNet.act`` returns them."""
 
-    def __init__(self, learner_id: str, version: int, handle=None):
-        self.learner_id, self.version = learner_id, int(version)
+    def __init__(self, learner_id: str, version: int, handle=None, life: str = ""):
+        self.learner_id, self.version, self.life = learner_id, int(version), life
         self.handle = handle if handle is not None else serve.get_deployment_handle(
             DEPLOYMENT_NAME, app_name=APP_NAME).act_live
 
     def submit(self, obs: np.ndarray, mask: np.ndarray):
-        return self.handle.remote(self.learner_id, self.version, obs, mask)
+        return self.handle.remote(self.learner_id, self.version, obs, mask, self.life)
 
     def result(self, pending) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return pending.result()

@@ -96,9 +96,11 @@ def test_replicas_train_in_lockstep_and_a_killed_replica_loses_nothing_acknowled
     from operations.chaos import Chaos, accounting
 
     # the smoke league's main agent and main exploiter (whose resets replica 0 hands to the others),
-    # without the league exploiter, probe and anchors: eight processes of learners and workers on two cores
+    # without the league exploiter, probe and anchors: eight processes of learners and workers on two
+    # cores; the learners' moves are served, by whichever replica holds a version of its life
     cfg, info = load(["--config", "configs/smoke.yaml", f"run.storage={tmp_path}", "learner.replicas=2",
-                      "roles.league_exploiter.count=0", "evaluator.probe_every_seconds=0", "anchors=[]"])
+                      "roles.league_exploiter.count=0", "evaluator.probe_every_seconds=0", "anchors=[]",
+                      "rollout.policy_inference=serve"])
     league = LeagueRun(cfg, info)
     try:
         assert {lid: len(g) for lid, g in league.replicas.items()} == {lid: 2 for lid in league.learners}
@@ -109,7 +111,9 @@ def test_replicas_train_in_lockstep_and_a_killed_replica_loses_nothing_acknowled
         chaos = Chaos(league, str(tmp_path), np.random.default_rng(0))
         assert chaos.strike("learner_replica") is not None
         assert chaos.strike("learner") is not None  # a replica 0: the league's learner
-        lockstep(league, versions)
+        lockstep(league, versions)  # the restarted groups train on: served moves of their new lives
+        served = [ray_local.get(w.get_stats.remote())["served"] for w in league.workers.values()]
+        assert all(n > 0 for n in served), served  # every replica's workers had their moves served
         assert chaos.kills == {**{k: 0 for k in ("coordinator", "worker", "evaluator", "replica")},
                                "learner": 1, "learner_replica": 1}
     finally:

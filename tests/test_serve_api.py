@@ -117,9 +117,10 @@ def test_the_learners_moves_are_served_by_version_and_train_it(league, ray_local
                 answers.append(exc)
         return answers
 
-    (actions, logp, values), too_old, unknown, nan = asyncio.run(ask(
-        ("main_agent-0", reply.version, obs, mask), ("main_agent-0", 10**9, obs, mask), ("nobody-0", 1, obs, mask),
-        ("main_agent-0", reply.version, np.full((2, 2), np.nan), np.ones((2, 3), bool))))
+    (actions, logp, values), same, too_old, other_life, unknown, nan = asyncio.run(ask(
+        ("main_agent-0", reply.version, obs, mask), ("main_agent-0", reply.version, obs, mask, reply.life),
+        ("main_agent-0", 10**9, obs, mask), ("main_agent-0", reply.version, obs, mask, "0000dead"),
+        ("nobody-0", 1, obs, mask), ("main_agent-0", reply.version, np.full((2, 2), np.nan), np.ones((2, 3), bool))))
     model = policy_from_bytes(reply.blob)
     with torch.no_grad():
         logits, expected_values = model(torch.as_tensor(obs), torch.as_tensor(mask))
@@ -127,7 +128,9 @@ def test_the_learners_moves_are_served_by_version_and_train_it(league, ray_local
     assert mask[np.arange(64), actions].all()
     np.testing.assert_allclose(values, expected_values.numpy(), atol=1e-5)
     np.testing.assert_allclose(logp, expected_logp.numpy(), atol=1e-5)
+    np.testing.assert_allclose(same[2], values, atol=1e-6)  # the version of the learner's own life
     assert isinstance(too_old, Exception) and "not 1000000000" in str(too_old), too_old
+    assert isinstance(other_life, Exception) and "restarted" in str(other_life), other_life
     assert isinstance(unknown, Exception) and "unknown learner 'nobody-0'" in str(unknown), unknown
     assert isinstance(nan, Exception) and "NaN" in str(nan), nan
 

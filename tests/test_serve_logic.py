@@ -38,13 +38,15 @@ def test_run_live_makes_one_pass_per_learner_version_across_requests_and_scatter
         x = obs[:, 0]
         return x.astype(np.int64) * 10 + key[1], (x / 100).astype(np.float32), (-x).astype(np.float32)
 
-    def req(learner, version, *xs):
-        return learner, version, np.array([[x] for x in xs], dtype=np.float32), np.ones((len(xs), 2), bool)
+    def req(learner, version, *xs, life="x"):
+        return (learner, version, life), np.array([[x] for x in xs], dtype=np.float32), np.ones((len(xs), 2), bool)
 
-    reqs = [req("a", 1, 1.0, 2.0), req("a", 2, 3.0), req("b", 1, 4.0), req("a", 1, 5.0, 6.0)]
+    reqs = [req("a", 1, 1.0, 2.0), req("a", 2, 3.0), req("b", 1, 4.0), req("a", 1, 5.0, 6.0),
+            req("a", 1, 7.0, life="y")]  # another life of learner a: other weights under version 1
     out = run_live(reqs, act)
-    assert sorted(calls) == [(("a", 1), [1.0, 2.0, 5.0, 6.0]), (("a", 2), [3.0]), (("b", 1), [4.0])]
-    assert [a.tolist() for a, _, _ in out] == [[11, 21], [32], [41], [51, 61]]
+    assert sorted(calls) == [(("a", 1, "x"), [1.0, 2.0, 5.0, 6.0]), (("a", 1, "y"), [7.0]), (("a", 2, "x"), [3.0]),
+                             (("b", 1, "x"), [4.0])]
+    assert [a.tolist() for a, _, _ in out] == [[11, 21], [32], [41], [51, 61], [71]]
     np.testing.assert_allclose(out[3][1], [0.05, 0.06])
     np.testing.assert_allclose(out[3][2], [-5.0, -6.0])
     assert run_live([], act) == []
@@ -55,14 +57,15 @@ def test_run_live_makes_one_pass_per_learner_version_across_requests_and_scatter
     (("a", 1.5), "version"), (("a", 1, np.full((2, 3), np.nan)), "NaN"),
     (("a", 1, np.zeros((2, 3)), np.zeros((2, 4), bool)), "legal action"),
     (("a", 1, np.zeros((2, 3)), np.ones((3, 4), bool)), "same rows"),
+    (("a", 1, np.zeros((2, 3)), np.ones((2, 4), bool), 5), "life"),
 ])
 def test_validate_live_request_rejects_malformed(args, match):
     learner, version, *rest = args
-    obs, mask = (rest + [np.zeros((2, 3)), np.ones((2, 4), bool)][len(rest):])[:2]
+    obs, mask, life = (rest + [np.zeros((2, 3)), np.ones((2, 4), bool), ""][len(rest):])[:3]
     with pytest.raises(ValueError, match=match):
-        validate_live_request(learner, version, obs, mask)
-    ok = validate_live_request("a", np.int64(3), np.zeros((2, 3)), np.ones((2, 4), bool))
-    assert ok[:2] == ("a", 3) and ok[2].dtype == np.float32 and ok[3].dtype == bool
+        validate_live_request(learner, version, life, obs, mask)
+    ok = validate_live_request("a", np.int64(3), "f00d", np.zeros((2, 3)), np.ones((2, 4), bool))
+    assert ok[0] == ("a", 3, "f00d") and ok[1].dtype == np.float32 and ok[2].dtype == bool
 
 
 def test_rows_by_code_keeps_row_order_within_each_code():
