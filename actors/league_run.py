@@ -110,7 +110,7 @@ class LeagueRun:
                                           for lid, role in roles.items()}
         self.learners = {lid: group[0] for lid, group in self.replicas.items()}
         self.apps: list[str] = []
-        if "serve" in (cfg.rollout.opponent_inference, cfg.rollout.policy_inference):
+        if cfg.rollout.served:
             self._start_opponents(cfg)
         ray.get([r.info.remote() for group in self.replicas.values() for r in group])
         self.workers = {}

@@ -58,15 +58,14 @@ class RolloutWorkerImpl:
         self.learners = learners  # learner id -> actor handle (for live opponents)
         # seats, actions and live-weight refreshes: the worker's own stream of run.seed
         self.rng = generator(cfg.run.seed, "worker", worker_id)
-        served = cfg.rollout.opponent_inference == "serve"
         # lanes: another sub-vector steps while one's requests (opponents', or the learner's own) are out
-        n_lanes = cfg.rollout.lanes if "serve" in (cfg.rollout.opponent_inference, cfg.rollout.policy_inference) else 1
+        n_lanes = cfg.rollout.lanes if cfg.rollout.served else 1
         self.per_lane = max(1, cfg.rollout.envs_per_worker // n_lanes)
         self.n_lanes = n_lanes
         # the curriculum stage played, and the one the learner's step asks for (set with its weights)
         self.stage = self.wanted_stage = len(cfg.game.curriculum)
         games = self._games(self.stage)
-        if opponents is None and served:
+        if opponents is None and cfg.rollout.opponent_inference == "serve":
             # ray.serve and its web stack load only in workers whose opponents are served
             from serve.opponents import ServedOpponents
 
@@ -77,14 +76,16 @@ class RolloutWorkerImpl:
                                            idle_seconds=cfg.snapshots.cache_idle_seconds,
                                            seed=seed_sequence(cfg.run.seed, "worker", worker_id, "opponents"))
         self.opponents = opponents
-        # the learner's own moves in the Serve deployment (rollout.policy_inference: serve), by version
-        self.policy_handle = None
+        # the learner's own moves in the Serve deployment (rollout.policy_inference: serve): a version
+        # of its life -> ServedPolicy
+        self.served_policy = None
         if cfg.rollout.policy_inference == "serve":
             from ray import serve
 
-            from serve.opponents import APP_NAME, DEPLOYMENT_NAME
+            from serve.opponents import APP_NAME, DEPLOYMENT_NAME, ServedPolicy
 
-            self.policy_handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME).act_live
+            handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME).act_live
+            self.served_policy = lambda version, life: ServedPolicy(learner_id, version, handle, life)
         self.live: dict[str, tuple[int, Any]] = {}  # learner id -> (version, model)
         self._stop = threading.Event()
         # Result batches go out through the outbox: numbered so that no life of this worker
@@ -117,7 +118,7 @@ class RolloutWorkerImpl:
     # -- weights -------------------------------------------------------------
     def _refresh(self, learner_id: str, block: bool) -> None:
         version = self.live.get(learner_id, (-1, None))[0]
-        served = self.policy_handle is not None and learner_id == self.learner_id
+        served = self.served_policy is not None and learner_id == self.learner_id
         ref = self.learners[learner_id].get_weights.remote(version, not served)
         if not block:
             self._pending_refresh.append((learner_id, ref))
@@ -127,14 +128,12 @@ class RolloutWorkerImpl:
     def _apply_weights(self, learner_id: str, reply: WeightsReply) -> None:
         if learner_id == self.learner_id:
             self.wanted_stage = self.cfg.game.stage(reply.step)
-        if learner_id == self.learner_id and self.policy_handle is not None:
+        if learner_id == self.learner_id and self.served_policy is not None:
             # served: the version (of the learner's life) is all the worker needs; the deployment
             # loads its weights
             held = self.live.get(learner_id, (-1, None))[1]
             if held is None or (held.version, held.life) != (reply.version, reply.life):
-                from serve.opponents import ServedPolicy
-
-                policy = ServedPolicy(learner_id, reply.version, self.policy_handle, reply.life)
+                policy = self.served_policy(reply.version, reply.life)
                 self.live[learner_id] = (reply.version, policy)
                 self.lanes.set_learner(reply.version, policy)
             return

@@ -405,6 +405,11 @@ class RolloutConfig(Placement):
     episodes_per_opponent: int = _positive("new episodes in a row that play each drawn opponent "
                                            "(docs/results.md, 'The cost of a step')", 1)
 
+    @property
+    def served(self) -> bool:
+        """Whether the opponents deployment runs: frozen opponents or the learners' moves are served."""
+        return "serve" in (self.opponent_inference, self.policy_inference)
+
 
 @dataclass
 class EvaluatorConfig(Placement):

@@ -195,8 +195,7 @@ def plan(cfg: Config, resources: Resources) -> tuple[Config, Plan]:
             policy_why = f"(auto: roles.{searched[0]} learns from search, whose searches run the network in the worker)"
         else:
             policy_why = "(auto: no GPU; on CPUs the worker's own pass costs less than a served call)"
-    # the deployment runs where either is served
-    served = "serve" in (rollout.opponent_inference, rollout.policy_inference)
+    served = rollout.served  # the deployment runs where either is served
     # the learners take a share of the GPUs only where the config leaves it to the plan
     share_gpus = learner.device == AUTO and learner.num_gpus == 0 and gpus > 0
 

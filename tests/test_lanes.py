@@ -310,8 +310,7 @@ def test_a_served_policy_is_asked_in_one_step_and_answers_in_the_next_with_its_v
     h = Harness(k=3, keep_groups=True)
     lanes, log = h.lanes, []
     served = {v: Asked(p, log) for v, p in h.policies.items()}
-    lanes.held = {1: served[1]}
-    lanes.set_learner(1, served[1])
+    lanes.set_learner(1, served[1])  # version 1 given again: replaced
     for _ in range(12):
         lanes.step()
     lanes.set_learner(2, served[2])  # running groups keep asking version 1
@@ -335,7 +334,6 @@ def test_a_served_policy_is_asked_in_one_step_and_answers_in_the_next_with_its_v
 def test_a_served_answer_that_fails_drops_its_lanes_episodes_and_the_league_goes_on():
     h = Harness(k=1, keep_groups=False)
     lanes, log = h.lanes, []
-    lanes.held = {}
     lanes.set_learner(1, Asked(h.policies[1], log, fail=3))
     for _ in range(30):
         lanes.step()
