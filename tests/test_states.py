@@ -254,3 +254,66 @@ def test_a_vector_game_that_does_not_opt_in_fully_is_refused_naming_what_it_lack
             state_store(cls(2), 4)
         message = one_line(caught.value)
         assert message.startswith("dots_and_boxes_2x2: ") and reason in message, message
+
+
+@pytest.mark.parametrize("module, params", [("tests.data.takeaway", {}), ("boxes.aec", {"rows": 2, "cols": 2})])
+def test_the_fast_deep_copy_of_an_environment_plays_as_copy_deepcopys_does(module, params, monkeypatch):
+    """envs.pettingzoo.deep_copy, which the search's position copies use: at every position of random
+    games, its copy and copy.deepcopy's play the same continuation alike, share the same spaces with
+    the original, and leave it untouched."""
+    import copy
+    import importlib
+
+    from envs.pettingzoo import _spaces_of, deep_copy
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "examples" / "dots_and_boxes"))
+    make = importlib.import_module(module).env
+    rng = np.random.default_rng(0)
+
+    def legal(env):
+        return np.flatnonzero(env.observe(env.agent_selection)["action_mask"])
+
+    def seen(env):
+        return ([env.observe(a)["observation"].tolist() for a in env.possible_agents], dict(env._cumulative_rewards),
+                dict(env.terminations), env.agent_selection)
+
+    for game in range(3):
+        env = make(**params)
+        env.reset(seed=game)
+        while not any(env.terminations.values()):
+            spaces = _spaces_of(env)
+            memo = {id(x): x for x in spaces}
+            fast, slow, before = deep_copy(env, dict(memo)), copy.deepcopy(env, dict(memo)), seen(env)
+            shared = [[a is b for a, b in zip(_spaces_of(c), spaces)] for c in (fast, slow)]
+            assert shared[0] == shared[1]  # the spaces copy.deepcopy shares, and only those
+            while not any(slow.terminations.values()):
+                action = int(rng.choice(legal(slow)))
+                fast.step(action)
+                slow.step(action)
+                assert seen(fast) == seen(slow)
+            assert seen(env) == before
+            env.step(int(rng.choice(legal(env))))
+
+
+def test_the_fast_deep_copy_keeps_aliases_and_an_objects_own_copy_hook():
+    from envs.pettingzoo import deep_copy
+
+    class Hooked:
+        def __init__(self):
+            self.copies = 0
+
+        def __deepcopy__(self, memo):
+            self.copies += 1
+            return Hooked()
+
+    class Plain:
+        pass
+
+    shared = [1, [2, 3]]
+    obj = Plain()
+    obj.a, obj.b, obj.hooked, obj.arr, obj.t = shared, shared, Hooked(), np.arange(3), (1, "x")
+    new = deep_copy(obj, {})
+    assert new.a is new.b and new.a == shared and new.a is not shared and new.a[1] is not shared[1]
+    assert obj.hooked.copies == 1 and isinstance(new.hooked, Hooked)
+    new.arr[0] = 9
+    assert obj.arr[0] == 0 and new.t is obj.t
