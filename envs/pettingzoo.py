@@ -343,14 +343,19 @@ def _spaces_of(env: Any) -> list:
     return found
 
 
-_ATOMS = (type(None), bool, int, float, complex, str, bytes, range, np.generic)  # immutable: shared by copies
+# immutable, shared by copies: these exact types (as copy.deepcopy has them: a subclass may hold state)
+# and numpy's scalars
+_ATOMS = frozenset((type(None), bool, int, float, complex, str, bytes, range))
 
 
 def _plain(cls: type) -> bool:
-    """Whether ``copy.deepcopy`` copies an instance of ``cls`` as a new object with a deep copy of its
-    ``__dict__``: no hook of its own (``__deepcopy__``, ``__reduce__``, ``__getstate__``,
-    ``__setstate__``) and no slots (``typing.Generic``'s empty ones aside)."""
+    """Whether ``copy.deepcopy`` copies an instance of ``cls`` as ``object.__new__(cls)`` with a deep copy
+    of its ``__dict__``: no hook of its own (``__deepcopy__``, ``__reduce__``, ``__getstate__``,
+    ``__setstate__``, ``__new__`` and its arguments: a subclass of a built-in type has them) and no
+    slots (``typing.Generic``'s empty ones aside)."""
     return (getattr(cls, "__deepcopy__", None) is None and cls.__reduce_ex__ is object.__reduce_ex__
+            and cls.__new__ is object.__new__ and not hasattr(cls, "__getnewargs_ex__")
+            and not hasattr(cls, "__getnewargs__")
             and cls.__reduce__ is object.__reduce__ and getattr(cls, "__getstate__", None) is getattr(
                 object, "__getstate__", None) and not hasattr(cls, "__setstate__")
             and "__dict__" in dir(cls) and not any(vars(k).get("__slots__") for k in cls.__mro__))
@@ -364,16 +369,16 @@ def deep_copy(obj: Any, memo: dict) -> Any:
     are shared, dicts, lists, tuples, numeric arrays and plain objects (``_plain``) are copied here,
     anything else by ``copy.deepcopy`` with the same ``memo`` (objects met twice are copied once,
     and the objects ``memo`` holds are kept, as there)."""
-    if isinstance(obj, _ATOMS):
+    cls = type(obj)
+    if cls in _ATOMS or isinstance(obj, np.generic):
         return obj
     found = memo.get(id(obj), memo)
     if found is not memo:
         return found
-    cls = type(obj)
     if cls is dict:
         new = memo[id(obj)] = {}
         for k, v in obj.items():
-            new[k if isinstance(k, _ATOMS) else deep_copy(k, memo)] = deep_copy(v, memo)
+            new[k if type(k) in _ATOMS else deep_copy(k, memo)] = deep_copy(v, memo)
         return new
     if cls is list:
         new = memo[id(obj)] = []
@@ -392,7 +397,7 @@ def deep_copy(obj: Any, memo: dict) -> Any:
         plain = _PLAIN[cls] = _plain(cls)
     if not plain:
         return copy.deepcopy(obj, memo)
-    new = memo[id(obj)] = cls.__new__(cls)
+    new = memo[id(obj)] = object.__new__(cls)
     new.__dict__.update({k: deep_copy(v, memo) for k, v in obj.__dict__.items()})
     return new
 

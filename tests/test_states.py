@@ -317,3 +317,11 @@ def test_the_fast_deep_copy_keeps_aliases_and_an_objects_own_copy_hook():
     assert obj.hooked.copies == 1 and isinstance(new.hooked, Hooked)
     new.arr[0] = 9
     assert obj.arr[0] == 0 and new.t is obj.t
+
+    class Tagged(int):  # an int that holds state of its own: copied, as copy.deepcopy copies it
+        pass
+
+    tagged = Tagged(3)
+    tagged.seen = [1]
+    copied = deep_copy(tagged, {})
+    assert copied == 3 and copied is not tagged and copied.seen == [1] and copied.seen is not tagged.seen
