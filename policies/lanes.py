@@ -571,9 +571,10 @@ class Lanes:
 
     def _recover(self, lane: Lane, doing: str, exc: Exception, source: str | None = None,
                  count: str = "game_errors") -> None:
-        """The game (or ``source``) raised: log it, count it (``count``), drop the lane's running episodes (no game of theirs is reported,
-        none of their decisions reaches the learner) and restart its environments with the same
-        opponents in the same group slots, so matchmaking and groups go on as they were. Finished
+        """The game (or ``source``) raised: log it, count it (``count``), drop the lane's running
+        episodes (no game of theirs is reported, none of their decisions reaches the learner) and
+        restart its environments with the same opponents in the same group slots, so matchmaking and
+        groups go on as they were. Finished
         episodes, and everything already handed out, are untouched. A game whose ``reset`` raises
         too is built anew."""
         self.counts[count] += 1

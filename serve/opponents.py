@@ -63,6 +63,7 @@ class Opponents:
         # learner id -> the names of its replicas' actors (weights_at), replica 0 first
         self.learner_names = {lid: list(names) for lid, names in (learner_names or {}).items()}
         self.live: OrderedDict[tuple[str, int, str], torch.nn.Module] = OrderedDict()  # (learner, version, life)
+        self.life_owner: dict[tuple[str, str], str] = {}  # (learner, life) -> the replica actor that holds it
         self.metrics = LeagueMetrics()
         # cuda where Ray gave this replica a GPU (serve.num_gpus) and torch sees it; the snapshots
         # load onto it and every forward pass of a batch runs there (policies.net follows the model)
@@ -133,15 +134,20 @@ class Opponents:
             return model
         if learner_id not in self.learner_names:
             raise LookupError(f"unknown learner {learner_id!r}")
-        for i, name in enumerate(self.learner_names[learner_id]):
-            # the replica that fed the worker holds the version of its life (each replica's own; the
-            # replicas publish in lockstep the same weights): asked in turn until one has it
+        # the replica that fed the worker holds the version of its life (each replica has its own; they
+        # publish the same weights in lockstep): the one that answered for a life is asked first, then
+        # the others in turn
+        names = self.learner_names[learner_id]
+        known = self.life_owner.get((learner_id, life))
+        for i, name in enumerate([known] + [n for n in names if n != known] if known else names):
             try:
                 blob = await ray.get_actor(name, namespace=self.namespace).weights_at.remote(version, life or None)
-                break
             except Exception:
-                if i == len(self.learner_names[learner_id]) - 1:
+                if i == len(names) - 1:
                     raise
+                continue
+            self.life_owner[(learner_id, life)] = name
+            break
         model = policy_from_bytes(blob).to(self.device)
         self.live[key] = model
         while len(self.live) > LIVE_MODELS:
