@@ -319,8 +319,19 @@ class Lanes:
 
     def set_learner(self, version: int, policy) -> None:
         """The learner's newest weights: groups that open from now on play them (a version given again
-        is replaced: a restarted learner publishes its numbers again)."""
+        is replaced: a restarted learner publishes its numbers again). A served policy of another life
+        than the held ones' (the learner restarted) takes over their groups: no version of a former
+        life is answered any more, so those groups play this version from now on."""
         self.version = int(version)
+        life = getattr(policy, "life", None)
+        if life is not None:
+            gone = [v for v, p in self.held.items() if getattr(p, "life", life) != life]
+            for v in gone:
+                del self.held[v]
+                if hasattr(self, "groups"):
+                    self.groups.version[self.groups.version == v] = self.version
+                for lane in self.lanes:
+                    lane.version[lane.version == v] = self.version
         self.held[self.version] = policy
 
     def start(self, first_group_id: int) -> None:

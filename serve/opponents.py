@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 APP_NAME = "opponents"
 DEPLOYMENT_NAME = "Opponents"
+SERVED_TIMEOUT_S = 120.0  # a worker waits this long for its served moves, then restarts the lane's episodes
 LIVE_MODELS = 64  # learner versions a replica holds (a few per learner: groups play the version they opened with)
 
 
@@ -244,7 +245,7 @@ class ServedPolicy:
         return self.handle.remote(self.learner_id, self.version, obs, mask, self.life)
 
     def result(self, pending) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return pending.result()
+        return pending.result(timeout_s=SERVED_TIMEOUT_S)
 
     def act(self, obs: np.ndarray, mask: np.ndarray, generator=None):
         """As ``PolicyNet.act``, waiting for the answer (a worker's live games against its own

@@ -288,8 +288,9 @@ class Asked:
     answers a served rollout policy (``serve.opponents.ServedPolicy``): ``submit`` keeps the
     request, ``result`` answers it with the version's network (the ``fail``-th answer raises)."""
 
-    def __init__(self, policy, log: list, fail: int | None = None):
-        self.policy, self.log, self.fail = policy, log, fail
+    def __init__(self, policy, log: list, fail: int | None = None, life: str = "a"):
+        self.policy, self.log, self.fail, self.life = policy, log, fail, life
+        self.gone = False  # its learner restarted: every answer raises, as the deployment's does
         self.rng = np.random.default_rng(9)
 
     def submit(self, obs, mask):
@@ -300,6 +301,8 @@ class Asked:
         self.log.append(("result", len(pending[0])))
         if sum(kind == "result" for kind, _ in self.log) == self.fail:
             raise LookupError("main_agent-0 version 1: no longer kept")
+        if self.gone:
+            raise LookupError(f"main_agent-0 restarted: version 8 of life {self.life} is gone")
         return self.policy.act(*pending, generator=self.rng)
 
     def act(self, obs, mask, generator=None):  # as a live opponent: asked and waited for (ServedPolicy.act)
@@ -343,6 +346,37 @@ def test_a_served_answer_that_fails_drops_its_lanes_episodes_and_the_league_goes
     batch = lanes.take_batch("worker:x", 1, LEARNER)
     assert len(batch) == lanes.counts["episodes"] > 0  # every finished game reported, none of the dropped
     np.testing.assert_allclose(logp_under(h.policies[1], rollout), rollout.logp, atol=1e-5)
+
+
+def test_a_restarted_learners_new_life_takes_over_the_groups_that_played_its_former_lifes_versions():
+    # the learner restarts from a checkpoint at a lower version: the groups that play its former life's
+    # versions 1 and 8 are answered by no one, until the new life (version 5) takes them over
+    h = Harness(k=3, keep_groups=True)
+    lanes, log = h.lanes, []
+    former = [Asked(h.policies[1], log, life="a"), Asked(h.policies[2], log, life="a")]
+    lanes.set_learner(1, former[0])
+    for _ in range(6):
+        lanes.step()
+    lanes.set_learner(8, former[1])
+    for _ in range(6):
+        lanes.step()
+    assert 8 in lanes.groups.versions()
+    for policy in former:
+        policy.gone = True
+    for _ in range(3):
+        lanes.step()
+    assert lanes.counts["served_errors"] > 0
+    lanes.set_learner(5, Asked(h.policies[2], log, life="b"))
+    assert set(lanes.held) == {5} and lanes.groups.versions() == {5}
+    errors, served = lanes.counts["served_errors"], lanes.counts["served"]
+    for _ in range(24):
+        lanes.step()
+    lanes.finish_prepared()
+    # at most the requests already out to the former life fail; the games go on and finish
+    assert lanes.counts["served_errors"] - errors <= len(lanes.lanes)
+    assert lanes.counts["served"] > served
+    rollout, groups = lanes.take_groups("worker:x", seq=1)
+    assert (groups.version == 5).sum() > 0 and set(groups.version.tolist()) <= {1, 8, 5}
 
 
 BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
