@@ -491,6 +491,8 @@ class SearchLearnerConfig:
     value_coef: float = _nonneg("weight of the value loss", 1.0)
     value_mix: float = _unit("the value target: (1 - mix) * outcome + mix * the search's root value", 0.0)
     max_grad_norm: float = _positive("gradients are clipped to this norm", 1.0)
+    proof_table: int = setting(100_000, low=0, doc="proven positions a worker's search remembers across searches "
+                                                   "(0: none); proofs are exact, so they hold for every later search")
 
     def __post_init__(self):
         check(self, "search_learner")

@@ -164,7 +164,8 @@ class MoveSearch:
         from policies.tree_search import BatchedSearch, SearchSettings
 
         settings = SearchSettings(simulations=cfg.simulations, considered=cfg.considered, c_visit=cfg.c_visit,
-                                  c_scale=cfg.c_scale, value_range=tuple(float(v) for v in value_range))
+                                  c_scale=cfg.c_scale, value_range=tuple(float(v) for v in value_range),
+                                  proof_table=cfg.proof_table)
         self.rebuild = lambda: setattr(self, "search", BatchedSearch(
             lambda capacity: state_store(game, capacity), int(max_roots), settings, rng))
         self.rebuild()

@@ -31,6 +31,15 @@ that achieve its proven value only (the optimal moves the search has proven), it
 one, and its move one of them. An open root plays a proven win when the tree holds one, and never
 plays a proven loss while another move is not proven lost.
 
+Proofs outlive a search where ``proof_table`` > 0 (a transposition table of proofs, as game-playing
+programs keep): every non-terminal node a search proved is remembered by its position, with its exact
+value, and a node that a later search reaches at a remembered position is proven on arrival, without
+the network. Proofs are facts of the game, not of a network, so they hold for every later search;
+they climb from the game's ends a layer per search, and a small game is soon proven wherever its
+games go. A position is known by its store's key (``StateStore.keys``, exact: the key by which the
+league enumerates a small game's tree). At most ``proof_table`` positions are kept, the oldest
+forgotten first.
+
 Everything is arrays shaped ``[roots, nodes]`` (``[roots, nodes, actions]`` for the priors and the
 children): each simulation descends all the trees at once level by level with numpy operations
 over the trees still descending, expands all the leaves in one ``StateStore.expand``, evaluates the
@@ -39,6 +48,7 @@ new non-terminal leaves in one network call and backs up all the paths at once.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -68,6 +78,7 @@ class SearchSettings:
     c_scale: float = 0.1
     value_range: tuple[float, float] = (-1.0, 1.0)  # the game's returns: what a proven win is worth
     gumbel_scale: float = 1.0
+    proof_table: int = 0  # proven positions remembered across searches (0: none)
 
     def __post_init__(self):
         def whole(name: str, low: int) -> None:
@@ -85,6 +96,7 @@ class SearchSettings:
 
         whole("simulations", 1)
         whole("considered", 1)
+        whole("proof_table", 0)
         real("c_visit", 0.0, strict=False)
         real("c_scale", 0.0, strict=True)
         real("gumbel_scale", 0.0, strict=False)
@@ -188,6 +200,9 @@ class BatchedSearch:
         self._proven, self._exact = self.proven.reshape(-1), self.exact.reshape(-1)
         self._logits, self._prior, self._legal, self._children = (x.reshape(R * M, A) for x in (
             self.logits, self.prior, self.legal, self.children))
+        self.table: dict[int, float] = {}  # a proven position's key -> its exact value for its mover
+        self.recalled = 0  # nodes proven from the table
+        self._position = np.zeros(R * M, dtype=np.int64)  # each slot's position key (where the table is on)
         self._root_key = np.zeros((R, A))  # g + the roots' logits less their max, floored; -inf if illegal
         self._considered = np.zeros((R, A), dtype=bool)
         self._num_considered = np.zeros(R, dtype=np.int64)
@@ -277,6 +292,24 @@ class BatchedSearch:
                 value = np.where(just, self._exact[up], value)
             node = up
 
+    # ------------------------------------------------------------------ the proof table
+    def _keys(self, slots: np.ndarray) -> np.ndarray:
+        """A 64-bit key per slot's position: the hash of the store's key (``StateStore.keys``)."""
+        return np.fromiter((hash(k) for k in self.store.keys(slots)), dtype=np.int64, count=len(slots))
+
+    def _remember(self, n: int) -> None:
+        """Add the non-terminal nodes that the trees of roots 0..n-1 proved to the table."""
+        used = np.arange(self.nodes)[None, :] < self.next_node[:n, None]
+        slot = (np.arange(n)[:, None] * self.nodes + np.arange(self.nodes)[None, :])[used]
+        slot = slot[self._proven[slot] & self._legal[slot].any(axis=1)]
+        if not slot.size:
+            return
+        self.table.update(zip(self._position[slot].tolist(), self._exact[slot].tolist()))
+        excess = len(self.table) - self.settings.proof_table
+        if excess > 0:
+            for key in list(itertools.islice(self.table, excess)):
+                del self.table[key]
+
     # ------------------------------------------------------------------ a search
     def run(self, evaluate: Evaluate, game: VectorGame, envs) -> SearchResult:
         """Search from ``game``'s environments ``envs`` (each with a player to move), one root each.
@@ -311,6 +344,8 @@ class BatchedSearch:
         spent["evaluate"] += time.perf_counter() - t
         self.seat[:n, 0] = pos.player
         self.legal[:n, 0] = pos.mask
+        if s.proof_table:
+            self._position[slots] = self._keys(slots)
         self.logits[:n, 0] = logits
         self.prior[:n, 0] = _softmax(np.where(pos.mask, self.logits[:n, 0], -np.inf))
         self.raw_value[:n, 0] = np.clip(np.asarray(values, dtype=np.float64) - self.mid, self.lo, self.hi)
@@ -333,6 +368,8 @@ class BatchedSearch:
                 break
             self._simulate(evaluate, active, sim, spent)
 
+        if s.proof_table:
+            self._remember(n)
         result = self._result(n)
         self.profile["evaluate"] += spent["evaluate"]
         self.profile["expand"] += spent["expand"]
@@ -382,6 +419,18 @@ class BatchedSearch:
         self._legal[node] = pos.mask
         self._raw_value[node] = 0.0
         open_ = np.flatnonzero(~ended)
+        if self.settings.proof_table and open_.size:
+            keys = self._keys(node[open_])
+            self._position[node[open_]] = keys
+            known = np.fromiter((self.table.get(k, np.nan) for k in keys.tolist()), dtype=np.float64,
+                                count=open_.size)
+            hit = ~np.isnan(known)
+            if hit.any():  # remembered proofs: exact, no network needed
+                self.recalled += int(hit.sum())
+                proven = node[open_[hit]]
+                self._proven[proven] = True
+                self._exact[proven] = self._raw_value[proven] = value[open_[hit]] = known[hit]
+                open_ = open_[~hit]
         if open_.size:
             t = time.perf_counter()
             logits, values = evaluate(pos.obs[open_], pos.mask[open_])

@@ -307,6 +307,7 @@ def test_a_player_moving_twice_keeps_its_sign():
 @pytest.mark.parametrize("field,value", [
     ("simulations", 0), ("simulations", 2.5), ("considered", 0), ("c_visit", -1.0), ("c_scale", 0.0),
     ("c_scale", float("nan")), ("value_range", (1.0, -1.0)), ("value_range", (0.0,)), ("gumbel_scale", -0.5),
+    ("proof_table", -1), ("proof_table", 1.5),
 ])
 def test_settings_reject_bad_values(field, value):
     with pytest.raises(ValueError, match=field):
@@ -351,3 +352,54 @@ def test_a_constant_sum_game_is_searched_as_its_zero_sum_image():
     np.testing.assert_array_equal(shifted.proven, zero.proven)
     np.testing.assert_allclose(shifted.policy, zero.policy, atol=1e-6)
     np.testing.assert_allclose(shifted.value, (zero.value + 1.0) / 2.0, atol=1e-6)
+
+
+TAKEAWAY = "pettingzoo:tests.data.takeaway:env"
+
+
+def takeaway_piles(piles: list[int], moves: int, stones: int = 40):
+    """The take-away game (tests/data/takeaway.py) at ``piles``: ``moves`` moves made in each
+    environment, taking ``stones - pile`` stones in all (player ``moves % 2`` to move)."""
+    game = make_game(TAKEAWAY, len(piles), seed=0, stones=stones)
+    takes = []
+    for pile in piles:
+        total = stones - pile
+        assert moves <= total <= 12 * moves
+        takes.append([total // moves + (i < total % moves) for i in range(moves)])
+    for t in range(moves):
+        acts = np.full((len(piles), 2), -1, dtype=np.int64)
+        movers = game.movers()
+        for e in range(len(piles)):
+            acts[e, int(np.flatnonzero(movers[e])[0])] = takes[e][t] - 1
+        game.step(acts)
+    return game
+
+
+def test_remembered_proofs_solve_the_take_away_game_layer_by_layer_and_are_exact():
+    # a pile that is a multiple of 13 loses for the mover; from any other the mover wins by taking
+    # pile mod 13 stones. 16 simulations prove a pile of 13 or more only through remembered proofs:
+    # each search proves piles a layer above the positions (of either mover) remembered before it.
+    piles = list(range(1, 36))
+    games = [takeaway_piles(piles, 4), takeaway_piles(piles, 5)]  # player 0 to move, player 1
+    roots = np.arange(len(piles))
+    proven = {}
+    for table in (0, 100_000):
+        searched = search(games[0], SearchSettings(simulations=16, considered=12, proof_table=table))
+        for _ in range(6):
+            res = [searched.run(uniform, game, roots) for game in games]
+        proven[table] = np.concatenate([r.proven for r in res])
+        assert len(searched.table) <= table
+    assert (proven[0][np.array(piles * 2) >= 26] == 2).all()  # alone, a search sees too few moves ahead
+    for game in games:
+        res = searched.run(uniform, game, roots)
+        for i, pile in enumerate(piles):
+            won = pile % 13 != 0
+            assert res.proven[i] == (1 if won else -1), pile
+            assert res.value[i] == (1.0 if won else -1.0)
+            if won:
+                assert res.action[i] == pile % 13 - 1 and res.policy[i, pile % 13 - 1] == pytest.approx(1.0)
+    assert searched.recalled > 0
+    # a table of 10 positions keeps 10
+    small = search(games[0], SearchSettings(simulations=16, considered=12, proof_table=10))
+    small.run(uniform, games[0], roots)
+    assert len(small.table) == 10
