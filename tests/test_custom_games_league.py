@@ -114,8 +114,10 @@ def test_the_example_game_runs_a_league_from_the_launcher_and_answers_nash_act(t
     assert assert_exact_accounting(tmp_path) > 0
     with LeagueStore(tmp_path, create=False) as store:
         assert store.get_meta("game") == game
-        models = [policy_from_bytes(store.snapshot_blob(a.agent_id)) for a in store.agents()]
-    assert models
+        blobs = [store.snapshot_blob(a.agent_id) for a in store.agents()]
+    # the example configs' snapshots play their network's most probable move; the network is the config's
+    assert blobs and all(type(policy_from_bytes(b)).__name__ == "GreedyPolicy" for b in blobs)
+    models = [policy_from_bytes(b, as_played=False) for b in blobs]
     if any(o.startswith("policy.net=") for o in net):  # snapshots record the factory and its args, as data
         assert all(m.spec.net == FACTORY and m.spec.args == {"width": 16, "depth": 1} for m in models)
         assert all(type(m.body).__name__ == "LayerNormMLP" for m in models)
