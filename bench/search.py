@@ -6,9 +6,10 @@ For each config (default: tic-tac-toe, the Connect Four search config and the tw
 examples), one process plays the config's ``rollout.envs_per_worker`` games with its network,
 untrained, every move searched as its search learner searches (``policies.expert.MoveSearch``,
 ``search_learner`` settings), for ``--seconds``. It prints, per config: searched moves/s (a root
-proven early stops before its simulations are spent) and the split of the search's time between the tree arrays
-(selection, backup, proofs: ``tree``), the forward passes (``evaluate``) and the positions'
-copies and steps (``expand``), as shares of the whole; then one JSON line with the figures.
+proven early stops before its simulations are spent) and the split of the search's time between
+the tree arrays (selection, backup, proofs in the tree: ``tree``), the forward passes
+(``evaluate``), the positions' copies and steps (``expand``) and the remembered proofs' keys and
+lookups (``proofs``), as shares of the whole; then one JSON line with the figures.
 The same code runs in the rollout worker; its pace there is this one's, shared with the game's
 own step and the worker's sending.
 """
@@ -74,11 +75,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     rows = [measure(c, args.seconds) for c in (args.config or CONFIGS)]
-    print(f"{'config':48} {'moves/s':>9} {'tree':>6} {'eval':>6} {'expand':>7}")
+    print(f"{'config':48} {'moves/s':>9} {'tree':>6} {'eval':>6} {'expand':>7} {'proofs':>7}")
     for r in rows:
         s = r["share"]
         print(f"{r['config']:48} {r['searched_moves_per_s']:9.0f} "
-              f"{s.get('tree', 0):6.2f} {s.get('evaluate', 0):6.2f} {s.get('expand', 0):7.2f}")
+              f"{s.get('tree', 0):6.2f} {s.get('evaluate', 0):6.2f} {s.get('expand', 0):7.2f} {s.get('proofs', 0):7.2f}")
     print(json.dumps({"bench": "search", "seconds": args.seconds, "rows": rows}))
     return 0
 

@@ -161,7 +161,8 @@ class BatchedSearch:
     through flat views; ``parent`` and ``children`` hold slots (-1: none). A node's value is for its
     ``seat``: its mover, or at a terminal node the player who moved into it. Store and arrays are
     allocated once and reused by every ``run``. ``profile`` accumulates the seconds spent in the
-    tree's array work ("tree"), the network ("evaluate") and the store ("expand", root copies
+    tree's array work ("tree"), the network ("evaluate"), the proof table's keys and lookups
+    ("proofs") and the store ("expand", root copies
     included)."""
 
     def __init__(self, store_factory: Callable[[int], StateStore], max_roots: int, settings: SearchSettings,
@@ -180,7 +181,7 @@ class BatchedSearch:
         self.mid = (lo + hi) / 2
         self.lo, self.hi = lo - self.mid, hi - self.mid
         self.schedule = halving_schedule(settings.considered, settings.simulations)
-        self.profile: dict[str, float] = {"tree": 0.0, "evaluate": 0.0, "expand": 0.0}
+        self.profile: dict[str, float] = {"tree": 0.0, "evaluate": 0.0, "expand": 0.0, "proofs": 0.0}
         self.visits = np.zeros((R, M), dtype=np.int64)
         self.value_sum = np.zeros((R, M), dtype=np.float64)
         self.raw_value = np.zeros((R, M), dtype=np.float64)  # the network's value (0 at terminal nodes)
@@ -318,7 +319,7 @@ class BatchedSearch:
         the values for the player to move; it is called once for the roots and once per simulation
         for the new non-terminal leaves."""
         start = time.perf_counter()
-        spent = {"evaluate": 0.0, "expand": 0.0}
+        spent = {"evaluate": 0.0, "expand": 0.0, "proofs": 0.0}
         envs = np.asarray(envs, dtype=np.int64).reshape(-1)
         n, M, A, s = envs.size, self.nodes, self.num_actions, self.settings
         if n == 0:
@@ -345,7 +346,9 @@ class BatchedSearch:
         self.seat[:n, 0] = pos.player
         self.legal[:n, 0] = pos.mask
         if s.proof_table:
+            t = time.perf_counter()
             self._position[slots] = self._keys(slots)
+            spent["proofs"] += time.perf_counter() - t
         self.logits[:n, 0] = logits
         self.prior[:n, 0] = _softmax(np.where(pos.mask, self.logits[:n, 0], -np.inf))
         self.raw_value[:n, 0] = np.clip(np.asarray(values, dtype=np.float64) - self.mid, self.lo, self.hi)
@@ -369,11 +372,13 @@ class BatchedSearch:
             self._simulate(evaluate, active, sim, spent)
 
         if s.proof_table:
+            t = time.perf_counter()
             self._remember(n)
+            spent["proofs"] += time.perf_counter() - t
         result = self._result(n)
-        self.profile["evaluate"] += spent["evaluate"]
-        self.profile["expand"] += spent["expand"]
-        self.profile["tree"] += time.perf_counter() - start - spent["evaluate"] - spent["expand"]
+        for part, seconds in spent.items():
+            self.profile[part] += seconds
+        self.profile["tree"] += time.perf_counter() - start - sum(spent.values())
         return result
 
     def _simulate(self, evaluate: Evaluate, r: np.ndarray, sim: int, spent: dict) -> None:
@@ -420,6 +425,7 @@ class BatchedSearch:
         self._raw_value[node] = 0.0
         open_ = np.flatnonzero(~ended)
         if self.settings.proof_table and open_.size:
+            t = time.perf_counter()
             keys = self._keys(node[open_])
             self._position[node[open_]] = keys
             known = np.fromiter((self.table.get(k, np.nan) for k in keys.tolist()), dtype=np.float64,
@@ -431,6 +437,7 @@ class BatchedSearch:
                 self._proven[proven] = True
                 self._exact[proven] = self._raw_value[proven] = value[open_[hit]] = known[hit]
                 open_ = open_[~hit]
+            spent["proofs"] += time.perf_counter() - t
         if open_.size:
             t = time.perf_counter()
             logits, values = evaluate(pos.obs[open_], pos.mask[open_])
