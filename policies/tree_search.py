@@ -162,8 +162,7 @@ class BatchedSearch:
     ``seat``: its mover, or at a terminal node the player who moved into it. Store and arrays are
     allocated once and reused by every ``run``. ``profile`` accumulates the seconds spent in the
     tree's array work ("tree"), the network ("evaluate"), the proof table's keys and lookups
-    ("proofs") and the store ("expand", root copies
-    included)."""
+    ("proofs") and the store ("expand", root copies included)."""
 
     def __init__(self, store_factory: Callable[[int], StateStore], max_roots: int, settings: SearchSettings,
                  rng: np.random.Generator):
