@@ -25,6 +25,7 @@ from actors import heap
 from league import retention
 from league.backup import state_digest
 from league.config import Config
+from league.imports import import_folders
 from league.league import League
 from league.matchmaking import MatchPlan
 from league.measures import (ANCHORS, ELO, META_NASH_CONV, NASH_CONV, PROBE_QUALITY, QUALITY, SUBJECTS,
@@ -81,6 +82,7 @@ class LeagueCoordinatorImpl:
             self.store.set_meta("config", cfg.to_dict())
         elif game != cfg.game.name:
             raise ValueError(f"storage {cfg.run.storage} holds a {game} league, not {cfg.game.name}")
+        self.store.set_meta("import_paths", import_folders(cfg))  # where the tools reading the store import from
         self.league = League(cfg, self.store)
         if self.league.pool_size() == 0:
             self._seed_pool(cfg.league.seed_snapshots)

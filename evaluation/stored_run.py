@@ -8,7 +8,9 @@ opens ``RUN_DIR/league.db`` read-only (``LeagueStore(readonly=True)``: SQLite ``
 never writes to the run it reads) and refuses, before any work, with a ``league.errors.UsageError``
 naming the option and the reason: a missing file, an empty (0-byte) file, a file that is not a
 league store, and, with ``game``, a store that records another game. An unknown snapshot id is
-refused naming the id and the first few ids the store holds.
+refused naming the id and the first few ids the store holds. The folders the run's own modules
+(a user's game, network, anchors) were imported from, as the store records them
+(``league.imports``), join ``sys.path``, so a tool loads a user's game from any directory.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from league.errors import UsageError
+from league.imports import add_import_folders
 from league.store import LeagueStore, StoreError, game_of
 
 if TYPE_CHECKING:
@@ -38,6 +41,7 @@ class StoredRun:
         self.path = self.store.path
         self.game = game_of(self.store.get_meta("game"), self.store.get_meta("config"))
         self.game_params: dict[str, Any] = self.store.get_meta("game_params") or {}
+        add_import_folders(self.store.get_meta("import_paths"))  # a user's game, network, anchors
         if game is not None and self.game is not None and game != self.game:
             self.store.close()
             raise UsageError(f"--game {game}", f"{self.path} holds a {self.game} league")

@@ -114,6 +114,8 @@ def test_the_example_game_runs_a_league_from_the_launcher_and_answers_nash_act(t
     assert assert_exact_accounting(tmp_path) > 0
     with LeagueStore(tmp_path, create=False) as store:
         assert store.get_meta("game") == game
+        # where the game imports from, so the evaluation tools load it from any directory (league.imports)
+        assert store.get_meta("import_paths")[0] == str(EXAMPLE.resolve())
         blobs = [store.snapshot_blob(a.agent_id) for a in store.agents()]
     # the example configs' snapshots play their network's most probable move; the network is the config's
     assert blobs and all(type(policy_from_bytes(b)).__name__ == "GreedyPolicy" for b in blobs)

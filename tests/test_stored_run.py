@@ -224,3 +224,50 @@ def test_backup_refuses_to_overwrite_a_file_without_force(tmp_path):
     assert json.loads(out.stdout)["agents"] == 2
     with StoredRun(tmp_path / "copy.db") as copy:
         assert copy.game == "kuhn_poker"
+
+
+EXAMPLE = ROOT / "examples" / "dots_and_boxes"
+
+
+def test_the_modules_a_config_names_and_the_folders_they_import_from(monkeypatch):
+    from league.config import load_config
+    from league.imports import config_modules, import_folders, module_folder
+
+    cfg = load_config(EXAMPLE / "config_pettingzoo.yaml",
+                      ["policy.net=examples.nets.layernorm_mlp:build",
+                       "anchors=[uniform, evaluation.scripted:attack_nearest]"])
+    assert config_modules(cfg) == ["boxes.aec", "examples.nets.layernorm_mlp", "evaluation.scripted"]
+    assert module_folder("boxes.aec") is None  # the example's folder is not on the path here
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    assert module_folder("boxes.aec") == module_folder("boxes") == str(EXAMPLE)  # a module, a package
+    assert module_folder("examples.nets.layernorm_mlp") == str(ROOT)
+    assert import_folders(cfg) == [str(EXAMPLE), str(ROOT)]
+    assert module_folder("no_such_module") is None and module_folder("no_such_package.module") is None
+    assert config_modules(load_config(ROOT / "configs" / "connect_four.yaml")) == []  # OpenSpiel, mlp, mcts
+
+
+def test_a_users_game_loads_from_the_folder_its_store_records_from_any_directory(tmp_path):
+    """The coordinator records where the config's own modules import from (``league.imports``); a
+    tool reading the store finds a user's game there without the game's folder on PYTHONPATH."""
+    torch.manual_seed(0)
+    with LeagueStore(tmp_path) as store:
+        store.set_meta("game", "boxes.vector:DotsAndBoxes")
+        store.set_meta("game_params", {})
+        store.add_agent(AgentRecord(agent_id="main_agent-0-v0", version=0, agent_type=AgentType.MAIN_AGENT),
+                        policy_to_bytes(ActorCritic(PolicySpec(20, 12, (8,)))))
+        store.save_nash(1.0, 1, ["main_agent-0-v0"], [1.0], 0.5, 0.0, 0.01, "lp")
+    out = cli("evaluation.exploitability", "--storage", str(tmp_path))
+    assert "cannot import module 'boxes.vector'" in one_error_line(out)  # a store that records no folder
+    with LeagueStore(tmp_path, create=False) as store:
+        store.set_meta("import_paths", [str(EXAMPLE), str(tmp_path / "gone")])
+    before = files_of(tmp_path)
+    out = cli("evaluation.exploitability", "--storage", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["game"] == "boxes.vector:DotsAndBoxes" and 0.0 <= report["nash_conv"] <= 2.0
+    assert files_of(tmp_path) == before
+    # the same report as with the game's folder on PYTHONPATH, as a user had to run it
+    by_hand = subprocess.run([sys.executable, "-m", "evaluation.exploitability", "--storage", str(tmp_path)],
+                             capture_output=True, text=True, timeout=300, cwd=ROOT,
+                             env=dict(ENV, PYTHONPATH=os.pathsep.join([str(ROOT), str(EXAMPLE)])))
+    assert json.loads(by_hand.stdout.strip().splitlines()[-1]) == report
