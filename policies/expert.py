@@ -66,13 +66,17 @@ class Replay:
         z = outcomes(rollout)
         if value_mix:
             z = (1.0 - value_mix) * z + value_mix * rollout.values
-        n = len(rollout)
+        return self.add_rows(rollout.obs, rollout.mask, rollout.targets, z)
+
+    def add_rows(self, obs: np.ndarray, mask: np.ndarray, target: np.ndarray, value: np.ndarray) -> int:
+        """Positions with their policy and value targets, oldest first; returns how many."""
+        n = len(obs)
         for start in range(0, n, self.capacity):  # a batch larger than the replay keeps its newest rows
             rows = slice(start, min(n, start + self.capacity))
             m = rows.stop - rows.start
             idx = (self._next + np.arange(m)) % self.capacity
-            self.obs[idx], self.mask[idx] = rollout.obs[rows], rollout.mask[rows]
-            self.target[idx], self.value[idx] = rollout.targets[rows], z[rows]
+            self.obs[idx], self.mask[idx] = obs[rows], mask[rows]
+            self.target[idx], self.value[idx] = target[rows], value[rows]
             self._next = int((self._next + m) % self.capacity)
             self.size = min(self.capacity, self.size + m)
         self.added += n
