@@ -17,14 +17,15 @@ def run(*args: str) -> subprocess.CompletedProcess:
                           cwd=ROOT, env=ENV, timeout=300)
 
 
-def test_it_trains_on_tic_tac_toe_and_scores_the_network_against_a_perfect_bot():
-    out = run("--config", "configs/tic_tac_toe.yaml", "--minutes", "0.15", "--games", "10", "--anchor", "mcts:1000",
-              "rollout.envs_per_worker=64", "rollout.steps_per_batch=512")
+def test_it_trains_on_tic_tac_toe_and_scores_the_greedy_network_against_each_anchor():
+    out = run("--config", "configs/tic_tac_toe.yaml", "--minutes", "0.15", "--games", "10", "--anchor", "mcts:10",
+              "--anchor", "uniform", "rollout.envs_per_worker=64", "rollout.steps_per_batch=512")
     assert out.returncode == 0, out.stderr[-2000:]
     line = json.loads(out.stdout.strip().splitlines()[-1])
     assert line["updates"] >= 1 and line["games"] > 0 and line["positions_per_s"] > 0
-    # MCTS-1000 with a solver plays tic-tac-toe perfectly: a network draws at best
-    assert 0.0 <= line["mcts:1000"]["score"] <= 0.5
+    for anchor in ("mcts:10", "uniform"):  # a score of 10 games: a multiple of 0.05 in [0, 1], inside its interval
+        score, (lo, hi) = line[anchor]["score"], line[anchor]["ci95"]
+        assert 0.0 <= score <= 1.0 and abs(score * 20 - round(score * 20)) < 1e-6 and lo <= score <= hi
 
 
 def test_a_game_search_cannot_play_or_a_bad_setting_is_one_line():
