@@ -3,8 +3,8 @@
     python -m experiments.search_alone [--config configs/connect_four_search.yaml] [--minutes 15]
         [--seed 1] [--games 100] [--anchor mcts:100 --anchor mcts:1000] [KEY=VALUE ...]
 
-One process, one thread: ``rollout.envs_per_worker`` games (256 where it is ``auto``) of the config's OpenSpiel game, the
-learner's seat alternating between games; each of the learner's moves searched as a search
+One process, one thread: ``rollout.envs_per_worker`` games (256 where it is ``auto``) of the
+config's OpenSpiel game, the learner's seat alternating between games; each of the learner's moves searched as a search
 learner's worker searches it (``policies.expert.MoveSearch``), the other seat played by the same
 network sampling (the league's self-play, without the league's other opponents); after every
 ``rollout.steps_per_batch`` searched positions, ``policies.expert.expert_update`` on the replay,
@@ -33,7 +33,7 @@ from evaluation.anchors import score_against
 from league.anchors import parse_anchor
 from league.config import ConfigError, load_config
 from league.errors import ArgumentParser, fail
-from policies.expert import MoveSearch, Replay, expert_update, make_optimizer
+from policies.expert import MoveSearch, Replay, expert_update, make_optimizer, value_target
 from policies.net import GreedyPolicy, build_policy, policy_spec
 
 AUTO_ENVS = 256  # games at once where the config sizes its workers to the machine (envs_per_worker: auto)
@@ -65,11 +65,12 @@ def train(cfg, minutes: float, seed: int):
             obs, mask = game.observe(seat, envs)
             mine = learner_seat[envs] == seat
             if mine.any():
-                found = search(model, game, envs[mine])
-                actions[envs[mine], seat] = found.action
-                for k, e in enumerate(envs[mine]):
-                    episodes[e].append((obs[mine][k], mask[mine][k], found.policy[k], found.value[k]))
-                positions += int(mine.sum())
+                searched, searched_obs, searched_mask = envs[mine], obs[mine], mask[mine]
+                found = search(model, game, searched)
+                actions[searched, seat] = found.action
+                for k, e in enumerate(searched):
+                    episodes[e].append((searched_obs[k], searched_mask[k], found.policy[k], found.value[k]))
+                positions += searched.size
             if (~mine).any():
                 actions[envs[~mine], seat] = model.act(obs[~mine], mask[~mine])[0]
         step = game.step(actions)
@@ -77,8 +78,8 @@ def train(cfg, minutes: float, seed: int):
             rows, episodes[e] = episodes[e], []
             games += 1
             if rows:
-                z = np.float32(step.returns[e, learner_seat[e]])
-                value = np.array([(1 - sl.value_mix) * z + sl.value_mix * r[3] for r in rows], dtype=np.float32)
+                outcome = np.full(len(rows), step.returns[e, learner_seat[e]], dtype=np.float32)
+                value = value_target(outcome, np.array([r[3] for r in rows]), sl.value_mix)
                 pending += replay.add_rows(*(np.stack([r[j] for r in rows]) for j in range(3)), value)
         if pending >= cfg.rollout.steps_per_batch:
             expert_update(model, optimizer, replay, pending, sl, generator=generator)

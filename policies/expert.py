@@ -43,6 +43,14 @@ def outcomes(rollout: Rollout) -> np.ndarray:
     return out.astype(np.float32)
 
 
+def value_target(outcome: np.ndarray, root_value: np.ndarray, value_mix: float) -> np.ndarray:
+    """The value head's target: ``(1 - value_mix) * outcome + value_mix * root_value`` (float32)."""
+    outcome = np.asarray(outcome, dtype=np.float32)
+    if not value_mix:
+        return outcome
+    return ((1.0 - value_mix) * outcome + value_mix * np.asarray(root_value, dtype=np.float32)).astype(np.float32)
+
+
 class Replay:
     """The newest ``capacity`` positions: observation, legal mask, policy target, value target."""
 
@@ -63,10 +71,8 @@ class Replay:
         """The searched decisions of ``rollout`` (complete episodes); returns how many."""
         if not rollout.searched:
             raise ValueError("the search learner trains on searched decisions: the rollout has no targets")
-        z = outcomes(rollout)
-        if value_mix:
-            z = (1.0 - value_mix) * z + value_mix * rollout.values
-        return self.add_rows(rollout.obs, rollout.mask, rollout.targets, z)
+        return self.add_rows(rollout.obs, rollout.mask, rollout.targets,
+                             value_target(outcomes(rollout), rollout.values, value_mix))
 
     def add_rows(self, obs: np.ndarray, mask: np.ndarray, target: np.ndarray, value: np.ndarray) -> int:
         """Positions with their policy and value targets, oldest first; returns how many."""
