@@ -30,6 +30,8 @@ import torch
 
 from actors.learner_group import backend_for, broadcast_bytes, join_group
 from actors.outbox import DeliveryLog, Outbox
+from envs import make_game
+from envs.symmetry import game_symmetries
 from league import measures
 from league.config import Config
 from league.messages import EpisodeGroups, LearnerAck, WeightsReply
@@ -73,6 +75,8 @@ class LearnerImpl:
         self.searched = cfg.role(role).learner == "search"
         self.replay = (expert.Replay(cfg.search_learner.replay_positions, obs_size, num_actions)
                        if self.searched else None)
+        self.symmetries = (game_symmetries(make_game(cfg.game.name, 1, seed=0, **cfg.game.kwargs))
+                           if self.searched and cfg.search_learner.symmetries else None)
         self.optimizer = self._optimizer(self.model)
         self.version = 0
         self.step = 0
@@ -340,7 +344,7 @@ class LearnerImpl:
         if self.searched:
             new = self.replay.add(data, self.cfg.search_learner.value_mix)
             stats = expert.expert_update(self.model, self.optimizer, self.replay, new, self.cfg.search_learner,
-                                         group=group)
+                                         group=group, symmetries=self.symmetries)
         else:
             set_lr(self.optimizer, scheduled_lr(self.ppo, self.step))
             stats = ppo_update(self.model, self.optimizer, data, self.ppo, magnet=self.magnet, group=group)

@@ -18,6 +18,7 @@ import pyspiel
 import yaml
 
 from envs import GameInfo, game_info, is_openspiel_game, is_user_game, make_game, states
+from envs.symmetry import game_symmetries
 from envs.openspiel import load_two_player_zero_sum
 from envs.protocol import check_game
 from envs.teams import TeamError
@@ -123,6 +124,11 @@ def _check_search_learners(cfg: Config, info: GameInfo) -> None:
             raise ConfigError(f"roles.{role}.objective", "objective.k_opponents > 1 and shapers are for PPO "
                                                          "learners; this role learns from search")
     _require_searchable(cfg, key)
+    if cfg.search_learner.symmetries:
+        try:
+            game_symmetries(make_game(cfg.game.name, 1, seed=cfg.run.seed, **cfg.game.kwargs))
+        except ValueError as exc:
+            raise ConfigError("search_learner.symmetries", str(exc).splitlines()[0]) from None
 
 
 def _require_searchable(cfg: Config, key: str, why: str = "") -> None:

@@ -28,6 +28,7 @@ import numpy as np
 import pyspiel
 
 from envs.base import NO_ACTION, StepResult, VectorGame
+from envs.symmetry import openspiel_symmetries
 
 _ALLOWED_UTILITY = (pyspiel.GameType.Utility.ZERO_SUM, pyspiel.GameType.Utility.CONSTANT_SUM)
 _ALLOWED_DYNAMICS = (pyspiel.GameType.Dynamics.SEQUENTIAL, pyspiel.GameType.Dynamics.SIMULTANEOUS)
@@ -181,6 +182,7 @@ class OpenSpielGame(VectorGame):
         self._tensor = state_tensor(self.game)
         self.obs_size = len(self._tensor(self._first_decision_state(), 0))
         self.obs_shape = state_tensor_shape(self.game, self.obs_size)
+        self.symmetries = openspiel_symmetries(game_name, self.obs_shape, self.num_actions)
         self.simultaneous = self.game.get_type().dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS
         self._observer = _make_observer(self.game)
         # the pybind method itself: one Python frame less per observation

@@ -29,6 +29,7 @@ import torch
 from envs import NO_ACTION, is_openspiel_game, make_game
 from envs.base import utility_range
 from envs.states import check_searchable
+from envs.symmetry import game_symmetries
 from evaluation.anchors import score_against
 from league.anchors import parse_anchor
 from league.config import ConfigError, load_config
@@ -50,6 +51,7 @@ def train(cfg, minutes: float, seed: int):
     optimizer = make_optimizer(model, sl)
     search = MoveSearch(game, E, sl, utility_range(game), np.random.default_rng(seed))
     replay = Replay(sl.replay_positions, game.obs_size, game.num_actions)
+    symmetries = game_symmetries(game) if sl.symmetries else None
     generator = torch.Generator().manual_seed(seed)
     learner_seat = np.arange(E) % 2
     episodes: list[list[tuple]] = [[] for _ in range(E)]  # the learner's (obs, mask, target, root value)
@@ -82,7 +84,7 @@ def train(cfg, minutes: float, seed: int):
                 value = value_target(outcome, np.array([r[3] for r in rows]), sl.value_mix)
                 pending += replay.add_rows(*(np.stack([r[j] for r in rows]) for j in range(3)), value)
         if pending >= cfg.rollout.steps_per_batch:
-            expert_update(model, optimizer, replay, pending, sl, generator=generator)
+            expert_update(model, optimizer, replay, pending, sl, generator=generator, symmetries=symmetries)
             pending, updates = 0, updates + 1
     elapsed = time.perf_counter() - start
     return model, {"positions_per_s": round(positions / elapsed, 1), "games": games, "updates": updates}

@@ -491,6 +491,8 @@ class SearchLearnerConfig:
     value_coef: float = _nonneg("weight of the value loss", 1.0)
     value_mix: float = _unit("the value target: (1 - mix) * outcome + mix * the search's root value", 0.0)
     max_grad_norm: float = _positive("gradients are clipped to this norm", 1.0)
+    symmetries: bool = setting(False, doc="each drawn position trained under one of the game's symmetries, at random "
+                                         "(envs.symmetry; a game without any trains as it is)")
     proof_table: int = setting(100_000, low=0, doc="proven positions a worker's search remembers across searches "
                                                    "(0: none); proofs are exact, so they hold for every later search")
 

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from envs.symmetry import Symmetries
 from league.config import SearchLearnerConfig
 from policies.replica_group import ReplicaGroup
 from policies.rollout import Rollout
@@ -90,7 +91,8 @@ class Replay:
 
 
 def expert_update(model, optimizer: torch.optim.Optimizer, replay: Replay, new: int, cfg: SearchLearnerConfig,
-                  *, generator: torch.Generator | None = None, group: ReplicaGroup | None = None) -> dict:
+                  *, generator: torch.Generator | None = None, group: ReplicaGroup | None = None,
+                  symmetries: Symmetries | None = None) -> dict:
     """Gradient steps on ``replay`` after ``new`` positions arrived: ``ceil(reuse * new / minibatch)``
     minibatches drawn uniformly from the replay. Returns mean statistics: policy_loss (the cross
     entropy), value_loss, entropy (of the network's policy), target_entropy, grad_norm,
@@ -103,7 +105,10 @@ def expert_update(model, optimizer: torch.optim.Optimizer, replay: Replay, new: 
     the replicas' replays, in rank order, and ``new`` the sum of theirs: every replica draws the
     same positions of it (``generator`` seeded alike on each, or one replica 0 seeds) and trains on
     those in its own replay, each loss term summed over them and divided by the minibatch size, the
-    gradients summed over the replicas before clipping; ``num_transitions`` is the group's."""
+    gradients summed over the replicas before clipping; ``num_transitions`` is the group's.
+
+    With ``symmetries`` (``envs.symmetry``) each drawn position is trained under one of them, drawn
+    uniformly with the positions."""
     group = group or ReplicaGroup.single()
     offset, size = group.rows_before(len(replay))
     if size == 0:
@@ -116,16 +121,25 @@ def expert_update(model, optimizer: torch.optim.Optimizer, replay: Replay, new: 
     # every step's positions drawn first (the generator is consumed as step by step), gathered and
     # moved to the device at once; each step's are then a slice
     drawn = [torch.randint(size, (mb,), generator=generator) for _ in range(steps)]
+    turned = (None if symmetries is None
+              else [torch.randint(len(symmetries), (mb,), generator=generator) for _ in range(steps)])
     bounds = [0]
     if group.size > 1:
-        mine = [d[(d >= offset) & (d < offset + len(replay))] - offset for d in drawn]
+        keep = [(d >= offset) & (d < offset + len(replay)) for d in drawn]
+        mine = [d[k] - offset for d, k in zip(drawn, keep)]
+        turned = [t[k] for t, k in zip(turned, keep)] if turned is not None else None
         for d in mine:
             bounds.append(bounds[-1] + len(d))
         idx = torch.cat(mine).numpy()
     else:
         bounds += [mb * (k + 1) for k in range(steps)]
         idx = torch.cat(drawn).numpy()
-    rows = [torch.from_numpy(x[idx]).to(device) for x in (replay.obs, replay.mask, replay.target, replay.value)]
+    obs, mask, target, value = (x[idx] for x in (replay.obs, replay.mask, replay.target, replay.value))
+    if turned is not None:
+        sym = torch.cat(turned).numpy()
+        obs = np.take_along_axis(obs, symmetries.obs[sym], axis=1)
+        mask, target = (np.take_along_axis(x, symmetries.actions[sym], axis=1) for x in (mask, target))
+    rows = [torch.from_numpy(x).to(device) for x in (obs, mask, target, value)]
     params = [p for p in model.parameters()]
     stats, grad_norms = [], []
     model.train()
