@@ -154,6 +154,8 @@ class PettingZooGame(VectorGame):
         # a user's environment may declare its range (``utility_range = (lo, hi)``), as VectorGames may
         declared = getattr(getattr(first, "unwrapped", first), "utility_range", None)
         self.utility_range = UTILITY_RANGES.get(short, (-1.0, 1.0)) if shipped or declared is None else declared
+        # and its board's symmetries (envs.symmetry), for the search learner
+        self.symmetries = getattr(getattr(first, "unwrapped", first), "symmetries", None)
         self.seed = seed
         self._seeded = False
         self.reset(seed)

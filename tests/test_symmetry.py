@@ -1,11 +1,13 @@
 """A board game's symmetries (envs.symmetry) and the search learner trained under them."""
 
+from pathlib import Path
+
 import numpy as np
 import pyspiel
 import pytest
 import torch
 
-from envs import make_game
+from envs import NO_ACTION, make_game
 from envs.symmetry import Symmetries, board, game_symmetries
 from league.config import SearchLearnerConfig, load_config
 from policies.expert import Replay, expert_update, make_optimizer
@@ -123,3 +125,41 @@ def test_a_users_game_with_symmetries_that_do_not_fit_is_refused_before_ray_in_o
         check_runnable(cfg)
     assert err.value.key == "search_learner.symmetries" and "\n" not in str(err.value)
     assert "5 observations and 9 actions, the game has 27 and 9" in str(err.value)
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dots_and_boxes"
+
+
+@pytest.mark.parametrize("name, params, count", [
+    ("boxes.vector:DotsAndBoxes", {"rows": 2, "cols": 2}, 8),
+    ("boxes.vector:DotsAndBoxes", {"rows": 2, "cols": 3}, 4),
+    ("pettingzoo:boxes.aec:env", {"rows": 2, "cols": 2}, 8),
+])
+def test_a_users_declared_symmetries_map_its_games_to_equivalent_ones(monkeypatch, name, params, count):
+    """The example's Dots and Boxes declares its board's symmetries, in both forms: a random game in
+    environment 0 and its image in environment 1 (each move mapped) show gathered observations and
+    masks to the mover, and end with the same returns."""
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    game = make_game(name, 2, seed=0, **params)
+    sym = game_symmetries(game)
+    assert len(sym) == count
+    rng = np.random.default_rng(0)
+    for k in range(count):
+        image_of = np.argsort(sym.actions[k])
+        for _ in range(5):
+            game.reset()
+            done = False
+            while not done:
+                movers = game.movers()
+                np.testing.assert_array_equal(movers[0], movers[1])
+                seat = int(np.argmax(movers[0]))
+                obs, mask = game.observe(seat, np.array([0, 1]))
+                np.testing.assert_array_equal(obs[0][sym.obs[k]], obs[1])
+                np.testing.assert_array_equal(mask[0][sym.actions[k]], mask[1])
+                action = int(rng.choice(np.flatnonzero(mask[0])))
+                actions = np.full((2, 2), NO_ACTION)
+                actions[0, seat], actions[1, seat] = action, image_of[action]
+                step = game.step(actions)
+                assert step.done[0] == step.done[1]
+                done = bool(step.done[0])
+            np.testing.assert_array_equal(step.returns[0], step.returns[1])

@@ -26,6 +26,7 @@ class raw_env(AECEnv):
     def __init__(self, rows: int = 2, cols: int = 2, render_mode: str | None = None):
         super().__init__()
         self.board = Board(rows, cols)
+        self.symmetries = self.board.symmetries()  # for search_learner.symmetries (docs/custom-games.md)
         self.render_mode = render_mode
         self.possible_agents = ["player_0", "player_1"]
         n = self.board.num_lines

@@ -50,6 +50,38 @@ class Board:
         r, c = divmod(line - self.num_horizontal, self.cols + 1)
         return f"({r},{c})-({r + 1},{c})"
 
+    def symmetries(self) -> tuple[np.ndarray, np.ndarray]:
+        """The board's symmetries as gathers (docs/custom-games.md): the mirrors and the half turn,
+        and on a square board the quarter turns and diagonal mirrors too. Each maps the dots, and
+        with them the lines and the boxes; row k of each array reads the image's entries from the
+        original's, the identity first."""
+        R, C = self.rows, self.cols
+        maps = [lambda r, c: (r, c), lambda r, c: (r, C - c), lambda r, c: (R - r, c), lambda r, c: (R - r, C - c)]
+        if R == C:
+            maps += [lambda r, c: (c, r), lambda r, c: (C - c, r), lambda r, c: (c, R - r), lambda r, c: (C - c, R - r)]
+        lines = {}
+        for r in range(R + 1):
+            for c in range(C):
+                lines[frozenset({(r, c), (r, c + 1)})] = self.horizontal(r, c)
+        for r in range(R):
+            for c in range(C + 1):
+                lines[frozenset({(r, c), (r + 1, c)})] = self.vertical(r, c)
+        obs, actions = [], []
+        for f in maps:
+            image = np.empty(self.num_lines, dtype=np.int64)  # image[j]: the line that line j maps to
+            for dots, j in lines.items():
+                image[j] = lines[frozenset(f(*d) for d in dots)]
+            box = np.empty(self.num_boxes, dtype=np.int64)
+            for r in range(R):
+                for c in range(C):  # a box maps to the box of its corners' images
+                    corners = [f(r, c), f(r + 1, c + 1)]
+                    box[r * C + c] = min(a for a, _ in corners) * C + min(b for _, b in corners)
+            gather_lines, gather_boxes = np.argsort(image), np.argsort(box)
+            actions.append(gather_lines)
+            obs.append(np.concatenate([gather_lines, self.num_lines + gather_boxes,
+                                       self.num_lines + self.num_boxes + gather_boxes]))
+        return np.stack(obs), np.stack(actions)
+
     def completed(self, lines: np.ndarray, owner: np.ndarray) -> np.ndarray:
         """(n, boxes) bool: boxes whose four lines are drawn and that nobody owns yet."""
         return lines[:, self.box_lines].all(axis=2) & (owner < 0)

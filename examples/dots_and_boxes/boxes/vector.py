@@ -25,6 +25,7 @@ class DotsAndBoxes(VectorGame):
         self.num_actions = self.board.num_lines
         self.obs_size = self.board.obs_size
         self.obs_shape = (self.obs_size,)
+        self.symmetries = self.board.symmetries()  # for search_learner.symmetries (docs/custom-games.md)
         self.seed = seed  # the game has no chance: the seed changes nothing
         self.reset(seed)
 
