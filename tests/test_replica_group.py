@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from envs.symmetry import Symmetries
 from league.config import PPOConfig, SearchLearnerConfig
 from policies import expert
 from policies.ppo import make_optimizer, ppo_update
@@ -68,13 +69,17 @@ def train_ppo(name: str, data: Rollout, group: ReplicaGroup | None, seed_offset:
 
 
 def train_expert(data: Rollout, group: ReplicaGroup | None):
+    """Two updates under two symmetries (each draw's own, as the replicas draw alike)."""
     cfg = expert_cfg()
     model = model_for({})
-    replay = expert.Replay(1000, data.obs.shape[1], data.mask.shape[1])
+    size, actions = data.obs.shape[1], data.mask.shape[1]
+    mirror = Symmetries(np.stack([np.arange(size), np.arange(size)[::-1]]),
+                        np.stack([np.arange(actions), np.arange(actions)[::-1]]))
+    replay = expert.Replay(1000, size, actions)
     new = replay.add(data)
     opt = expert.make_optimizer(model, cfg)
     stats = [expert.expert_update(model, opt, replay, new, cfg, generator=torch.Generator().manual_seed(u),
-                                  group=group) for u in range(2)]
+                                  group=group, symmetries=mirror) for u in range(2)]
     return model, stats
 
 
