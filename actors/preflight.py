@@ -123,21 +123,24 @@ def _check_search_learners(cfg: Config, info: GameInfo) -> None:
         if objective.grouped:  # its value target is the game's outcome, which a shaped reward replaces
             raise ConfigError(f"roles.{role}.objective", "objective.k_opponents > 1 and shapers are for PPO "
                                                          "learners; this role learns from search")
-    _require_searchable(cfg, key)
+    game = _require_searchable(cfg, key)
     if cfg.search_learner.symmetries:
         try:
-            game_symmetries(make_game(cfg.game.name, 1, seed=cfg.run.seed, **cfg.game.kwargs))
+            game_symmetries(game)
         except ValueError as exc:
             raise ConfigError("search_learner.symmetries", str(exc).splitlines()[0]) from None
 
 
-def _require_searchable(cfg: Config, key: str, why: str = "") -> None:
-    """ConfigError on ``key`` (its message ``why`` and the game's reason, one line) unless the
-    config's game is deterministic with perfect information and copies its positions (envs.states)."""
+def _require_searchable(cfg: Config, key: str, why: str = ""):
+    """The config's game (one environment) where it is deterministic with perfect information and
+    copies its positions (envs.states); else ConfigError on ``key`` (its message ``why`` and the
+    game's reason, one line)."""
     try:
-        states.check_searchable(make_game(cfg.game.name, 1, seed=cfg.run.seed, **cfg.game.kwargs))
+        game = make_game(cfg.game.name, 1, seed=cfg.run.seed, **cfg.game.kwargs)
+        states.check_searchable(game)
     except ValueError as exc:
         raise ConfigError(key, why + str(exc).splitlines()[0]) from None
+    return game
 
 
 def _check_greedy_snapshots(cfg: Config) -> None:

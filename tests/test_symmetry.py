@@ -108,11 +108,14 @@ def tic_tac_toe_with_wrong_symmetries(num_envs, seed=None, **params):
     return game
 
 
-@pytest.mark.parametrize("game", ["tic_tac_toe", "pettingzoo:tests.data.takeaway:env"])
-def test_symmetries_on_for_a_game_with_or_without_any_is_runnable(game):
+@pytest.mark.parametrize("game, count", [("tic_tac_toe", 8), ("pettingzoo:tests.data.takeaway:env", None)])
+def test_symmetries_on_for_a_game_with_or_without_any_is_runnable(game, count):
+    """Tic-tac-toe trains under its eight; the take-away game declares none and trains as it is."""
     from actors.preflight import check_runnable
 
     check_runnable(load_config("configs/tic_tac_toe.yaml", [f"game.name={game}", "search_learner.symmetries=true"]))
+    found = game_symmetries(make_game(game, 1, seed=0))
+    assert (None if found is None else len(found)) == count
 
 
 def test_a_users_game_with_symmetries_that_do_not_fit_is_refused_before_ray_in_one_line():
