@@ -39,12 +39,12 @@ from league.objectives import LearnerObjective, ShaperError
 from league.seeds import seed_int
 from monitoring.metrics import LeagueMetrics
 from policies.device import resolve_device
-from policies.net import build_policy, policy_spec
+from policies.net import average_rate, build_policy, follow, policy_spec
 from policies import expert
 from policies.replica_group import ReplicaGroup
 from policies.ppo import make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr
 from policies.rollout import Rollout
-from policies.snapshot import (learner_magnet_from_bytes, learner_state_from_bytes, learner_state_to_bytes,
+from policies.snapshot import (learner_average_from_bytes, learner_magnet_from_bytes, learner_state_from_bytes, learner_state_to_bytes,
                                policy_from_bytes, policy_to_bytes)
 
 log = logging.getLogger(__name__)
@@ -116,6 +116,11 @@ class LearnerImpl:
         if self.ppo.magnet_coef > 0:
             saved = learner_magnet_from_bytes(checkpoint.state) if checkpoint is not None and checkpoint.state else None
             self.magnet = saved.to(self.device) if saved is not None else copy.deepcopy(self.model)
+        # the network snapshots are taken from: the weights, or their moving average (policy.snapshot_average)
+        self.average = None
+        if cfg.policy.snapshot_average > 0:
+            saved = learner_average_from_bytes(checkpoint.state) if checkpoint is not None and checkpoint.state else None
+            self.average = saved.to(self.device) if saved is not None else copy.deepcopy(self.model)
         self.group = ReplicaGroup.single()
         self._resync = False  # replica 0 reset: the others take its state at the next update
         if self.replicas > 1:
@@ -153,10 +158,10 @@ class LearnerImpl:
 
     def _state_bytes(self) -> bytes:
         return learner_state_to_bytes(self.model, self.optimizer, {"version": self.version, "step": self.step},
-                                      magnet=self.magnet)
+                                      magnet=self.magnet, average=self.average)
 
     def _take_leader_state(self) -> None:
-        """Every replica ends with replica 0's parameters, optimizer, magnet, version and step."""
+        """Every replica ends with replica 0's parameters, optimizer, magnet, average, version and step."""
         blob = broadcast_bytes(self.group, self._state_bytes() if self.leader else None)
         if self.leader:
             return
@@ -165,6 +170,8 @@ class LearnerImpl:
         self.version, self.step = int(extra["version"]), int(extra["step"])
         if self.magnet is not None:
             self.magnet = learner_magnet_from_bytes(blob).to(self.device)
+        if self.average is not None:
+            self.average = learner_average_from_bytes(blob).to(self.device)
         if self.searched:  # a reset learner does not train on its former self's targets
             self.replay = expert.Replay(self.replay.capacity, self.spec.obs_size, self.spec.num_actions)
 
@@ -318,6 +325,9 @@ class LearnerImpl:
         self.last_stats, rows = self._collective(self._train, data) if self.replicas > 1 else self._train(data)
         if self.magnet is not None:
             pull_magnet(self.magnet, self.model, self.ppo.magnet_rate)
+        if self.average is not None:
+            follow(self.average, self.model,
+                   average_rate(self.cfg.policy.snapshot_average, self.last_stats["num_minibatches"]))
         self.version += 1
         self.updates += 1
         self.step += rows
@@ -366,7 +376,8 @@ class LearnerImpl:
         return data
 
     def _snapshot(self) -> None:
-        blob, metadata = policy_to_bytes(self.model, self.cfg.policy.snapshot_play), {"updates": self.updates}
+        frozen = self.average if self.average is not None else self.model
+        blob, metadata = policy_to_bytes(frozen, self.cfg.policy.snapshot_play), {"updates": self.updates}
         seq = self.outbox.next_seq()
         self.outbox.stage(seq, {"blob": np.frombuffer(blob, dtype=np.uint8), "step": self.step,
                                 "metadata": json.dumps(metadata)})
@@ -392,6 +403,8 @@ class LearnerImpl:
             self.replay = expert.Replay(self.replay.capacity, self.spec.obs_size, self.spec.num_actions)
         if self.magnet is not None:
             self.magnet = copy.deepcopy(self.model)
+        if self.average is not None:
+            self.average = copy.deepcopy(self.model)
         self.version += 1
         self._resync = self.replicas > 1
         self._publish()
@@ -406,7 +419,7 @@ class LearnerImpl:
                 extra["shaper_state"] = self.shaping.saved_state()
             except ShaperError as exc:
                 log.error("%s: %s (checkpointed without it)", self.learner_id, exc)
-        blob = learner_state_to_bytes(self.model, self.optimizer, extra, magnet=self.magnet)
+        blob = learner_state_to_bytes(self.model, self.optimizer, extra, magnet=self.magnet, average=self.average)
         ray.get(self.coordinator.save_checkpoint.remote(self.learner_id, self.version, self.step, blob))
         self._last_checkpoint = time.time()
 

@@ -8,8 +8,9 @@ config's OpenSpiel game, the learner's seat alternating between games; each of t
 learner's worker searches it (``policies.expert.MoveSearch``), the other seat played by the same
 network sampling (the league's self-play, without the league's other opponents); after every
 ``rollout.steps_per_batch`` searched positions, ``policies.expert.expert_update`` on the replay,
-for ``--minutes``. Then the network plays its most probable move (as a ``policy.snapshot_play:
-greedy`` snapshot) against each anchor for ``--games`` games, seats alternating. ``KEY=VALUE``
+for ``--minutes``. Then the network (its moving average with ``policy.snapshot_average``, as the
+league's snapshots) plays its most probable move (as a ``policy.snapshot_play: greedy`` snapshot)
+against each anchor for ``--games`` games, seats alternating. ``KEY=VALUE``
 overrides the config (``search_learner.simulations=32``). Several of these side by side share
 the machine's cores evenly, so their results compare; none compares with a league's pace.
 
@@ -19,6 +20,7 @@ with its 95% interval.
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import time
@@ -35,13 +37,14 @@ from league.anchors import parse_anchor
 from league.config import ConfigError, load_config
 from league.errors import ArgumentParser, fail
 from policies.expert import MoveSearch, Replay, expert_update, make_optimizer, value_target
-from policies.net import GreedyPolicy, build_policy, policy_spec
+from policies.net import GreedyPolicy, average_rate, build_policy, follow, policy_spec
 
 AUTO_ENVS = 256  # games at once where the config sizes its workers to the machine (envs_per_worker: auto)
 
 
 def train(cfg, minutes: float, seed: int):
-    """The network after ``minutes`` of searched self-play and updates, and the run's counts."""
+    """The network after ``minutes`` of searched self-play and updates (its moving average where
+    ``policy.snapshot_average`` asks for one), and the run's counts."""
     sl = cfg.search_learner
     E = cfg.rollout.envs_per_worker if isinstance(cfg.rollout.envs_per_worker, int) else AUTO_ENVS
     game = make_game(cfg.game.name, E, seed=seed, **cfg.game.kwargs)
@@ -49,6 +52,7 @@ def train(cfg, minutes: float, seed: int):
     model = build_policy(policy_spec(cfg.policy, game.obs_size, game.num_actions, game.obs_shape,
                                      game.channels_last)).eval()
     optimizer = make_optimizer(model, sl)
+    average = copy.deepcopy(model) if cfg.policy.snapshot_average > 0 else None
     search = MoveSearch(game, E, sl, utility_range(game), np.random.default_rng(seed))
     replay = Replay(sl.replay_positions, game.obs_size, game.num_actions)
     symmetries = game_symmetries(game) if sl.symmetries else None
@@ -84,10 +88,12 @@ def train(cfg, minutes: float, seed: int):
                 value = value_target(outcome, np.array([r[3] for r in rows]), sl.value_mix)
                 pending += replay.add_rows(*(np.stack([r[j] for r in rows]) for j in range(3)), value)
         if pending >= cfg.rollout.steps_per_batch:
-            expert_update(model, optimizer, replay, pending, sl, generator=generator, symmetries=symmetries)
+            stats = expert_update(model, optimizer, replay, pending, sl, generator=generator, symmetries=symmetries)
+            if average is not None:
+                follow(average, model, average_rate(cfg.policy.snapshot_average, stats["num_minibatches"]))
             pending, updates = 0, updates + 1
     elapsed = time.perf_counter() - start
-    return model, {"positions_per_s": round(positions / elapsed, 1), "games": games, "updates": updates}
+    return (average if average is not None else model), {"positions_per_s": round(positions / elapsed, 1), "games": games, "updates": updates}
 
 
 def main(argv=None) -> int:

@@ -294,8 +294,14 @@ class PolicyConfig:
                                  doc="how frozen snapshots (opponents, the published mixture, exports) pick a "
                                      "move: sampled, or greedy (the most probable legal move; deterministic "
                                      "games of perfect information only)")
+    snapshot_average: float = _unit("snapshots are taken from an exponential moving average of the learner's "
+                                     "weights, which keeps this share of itself at each gradient step (0.999: "
+                                     "about the last 1,000 steps); 0: from the weights themselves", 0.0)
 
     def rules(self, key: str) -> None:
+        if self.snapshot_average >= 1:
+            raise ConfigError(f"{key}.snapshot_average", f"must be in [0, 1) (1 never moves), got "
+                                                        f"{self.snapshot_average}")
         if not self.hidden or any(h < 1 for h in self.hidden):
             raise ConfigError(f"{key}.hidden", f"must be a non-empty list of positive sizes, got {self.hidden}")
         module, sep, attr = self.net.partition(":")

@@ -166,6 +166,22 @@ def model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
+def follow(follower: nn.Module, model: nn.Module, rate: float) -> None:
+    """Move ``follower`` (a network of ``model``'s shape) a fraction ``rate`` towards ``model``:
+    an exponential moving average of its parameters and floating buffers; other buffers are copied."""
+    with torch.no_grad():
+        for f, m in zip(follower.parameters(), model.parameters()):
+            f.lerp_(m, rate)
+        for f, m in zip(follower.buffers(), model.buffers()):
+            f.lerp_(m, rate) if f.is_floating_point() else f.copy_(m)
+
+
+def average_rate(keep: float, steps: int) -> float:
+    """The share of the model an average takes after ``steps`` gradient steps, keeping ``keep``
+    of itself at each (``policy.snapshot_average``)."""
+    return 1.0 - float(keep) ** max(int(steps), 0)
+
+
 class PolicyNet(nn.Module):
     """The actor-critic interface the league uses (learners, rollouts, Serve, the API,
     evaluators, exploitability, export).

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from league.config import PPOConfig
+from policies.net import follow
 from policies.replica_group import ReplicaGroup
 from policies.rollout import Rollout
 
@@ -73,9 +74,7 @@ def compute_gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, gamm
 
 def pull_magnet(magnet: nn.Module, model: nn.Module, rate: float) -> None:
     """Move the magnet's parameters a fraction ``rate`` towards the policy's."""
-    with torch.no_grad():
-        for m, p in zip(magnet.parameters(), model.parameters()):
-            m.mul_(1.0 - rate).add_(p, alpha=rate)
+    follow(magnet, model, rate)
 
 
 def _epoch_rows(perm: torch.Tensor, offset: int, n: int, mb: int) -> tuple[torch.Tensor, list[int], list[int]]:

@@ -111,9 +111,11 @@ def policy_from_bytes(blob: bytes, as_played: bool = True) -> PolicyNet:
 
 
 def learner_state_to_bytes(model: PolicyNet, optimizer: torch.optim.Optimizer | None = None,
-                           extra: dict | None = None, magnet: PolicyNet | None = None) -> bytes:
+                           extra: dict | None = None, magnet: PolicyNet | None = None,
+                           average: PolicyNet | None = None) -> bytes:
     """A learner checkpoint: parameters, spec, optimizer state, the magnet's
-    parameters (magnet-regularised PPO, ``policies.ppo``) and ``extra`` (plain
+    parameters (magnet-regularised PPO, ``policies.ppo``), the average's (the network its
+    snapshots are taken from, ``policy.snapshot_average``) and ``extra`` (plain
     types: ints, floats, strings, lists, dicts, e.g. version and step counters)."""
     return _save({
         "format": LEARNER_FORMAT,
@@ -122,16 +124,26 @@ def learner_state_to_bytes(model: PolicyNet, optimizer: torch.optim.Optimizer | 
         "state_dict": _cpu(model.state_dict()),
         "optimizer": _cpu(optimizer.state_dict()) if optimizer is not None else None,
         "magnet": _cpu(magnet.state_dict()) if magnet is not None else None,
+        "average": _cpu(average.state_dict()) if average is not None else None,
         "extra": dict(extra or {}),
     })
 
 
+def _follower_from_bytes(blob: bytes, key: str) -> PolicyNet | None:
+    payload = _load(blob, LEARNER_FORMAT)
+    if payload.get(key) is None:
+        return None
+    return _model_from({"spec": payload["spec"], "state_dict": payload[key]}, f"{LEARNER_FORMAT} {key}")
+
+
 def learner_magnet_from_bytes(blob: bytes) -> PolicyNet | None:
     """The magnet saved in a learner checkpoint, or None when it has none."""
-    payload = _load(blob, LEARNER_FORMAT)
-    if payload.get("magnet") is None:
-        return None
-    return _model_from({"spec": payload["spec"], "state_dict": payload["magnet"]}, LEARNER_FORMAT + " magnet")
+    return _follower_from_bytes(blob, "magnet")
+
+
+def learner_average_from_bytes(blob: bytes) -> PolicyNet | None:
+    """The average saved in a learner checkpoint (``policy.snapshot_average``), or None when it has none."""
+    return _follower_from_bytes(blob, "average")
 
 
 def learner_state_from_bytes(blob: bytes, optimizer_factory=None):

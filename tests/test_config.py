@@ -40,6 +40,8 @@ def test_yaml_then_overrides(tmp_path):
     ("rollout.opponent_inference=gpu", "rollout.opponent_inference"),
     ("evaluator.publish_candidates=0", "evaluator.publish_candidates"),
     ("snapshots.cache_mb=0", "snapshots.cache_mb"),
+    ("policy.snapshot_average=1", "policy.snapshot_average"),
+    ("policy.snapshot_average=-0.5", "policy.snapshot_average"),
     ("snapshots.cache_mb=nan", "snapshots.cache_mb"),
     ("snapshots.cache_idle_seconds=0", "snapshots.cache_idle_seconds"),
     ("ray.metrics_export_port=12000", "ray.metrics_export_port"),  # inside Ray's worker ports

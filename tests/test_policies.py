@@ -12,11 +12,12 @@ import torch
 from envs import make_game
 from envs.gym import uniform_opponent
 from evaluation.exploitability import expected_returns, nash_conv_of_policy, nash_conv_uniform
-from policies.net import (STACK_MAX_WEIGHTS, ActorCritic, GreedyPolicy, PolicySpec, mlp_weights, size_buckets,
-                          stacked_act, stacked_probs)
+from policies.net import (STACK_MAX_WEIGHTS, ActorCritic, GreedyPolicy, PolicySpec, average_rate, follow, mlp_weights,
+                          size_buckets, stacked_act, stacked_probs)
 from policies.ppo import PPOConfig, compute_gae, make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr
 from policies.rollout import Rollout, collect_rollout
 from policies.snapshot import (
+    learner_average_from_bytes,
     learner_magnet_from_bytes,
     learner_state_from_bytes,
     learner_state_to_bytes,
@@ -290,6 +291,39 @@ def test_magnet_follows_the_policy_by_its_rate_and_is_checkpointed():
     for a, b in zip(restored.parameters(), magnet.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     assert learner_magnet_from_bytes(learner_state_to_bytes(model, None, {})) is None
+
+
+def test_a_snapshot_average_of_k_steps_is_k_single_steps_and_sits_closer_to_where_noisy_weights_centre():
+    torch.manual_seed(0)
+    model = ActorCritic(PolicySpec(5, 3, (8,)))
+    once, stepwise = copy.deepcopy(model), copy.deepcopy(model)
+    model.reset_parameters()  # held fixed: ten steps in one pull are ten pulls of one step
+    follow(once, model, average_rate(0.99, 10))
+    for _ in range(10):
+        follow(stepwise, model, average_rate(0.99, 1))
+    for a, b in zip(once.parameters(), stepwise.parameters()):
+        torch.testing.assert_close(a, b)
+    assert average_rate(0.999, 64) == pytest.approx(1 - 0.999 ** 64) and average_rate(0.0, 1) == 1.0
+    # weights that scatter around a centre (unit noise): the average keeps 0.9 a step, so its spread is
+    # sqrt(0.1 / 1.9) = 0.23 of theirs
+    centre = [p.detach().clone() for p in model.parameters()]
+    average = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(300):
+        with torch.no_grad():
+            for p, c in zip(model.parameters(), centre):
+                p.copy_(c + torch.randn(p.shape, generator=generator))
+        follow(average, model, average_rate(0.9, 1))
+
+    def spread(net):
+        return torch.cat([(p - c).flatten() for p, c in zip(net.parameters(), centre)]).square().mean().sqrt()
+
+    assert spread(model) > 0.8 and spread(average) < 0.35
+    blob = learner_state_to_bytes(model, None, {"version": 1}, average=average)
+    for a, b in zip(learner_average_from_bytes(blob).parameters(), average.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert learner_magnet_from_bytes(blob) is None
+    assert learner_average_from_bytes(learner_state_to_bytes(model, None, {})) is None
 
 
 @pytest.mark.parametrize("key, value", [("magnet_coef", -0.1), ("magnet_rate", 1.5), ("lr_decay_steps", -1.0)])
