@@ -19,6 +19,7 @@ import requests
 
 from league import measures
 from league.store import LeagueStore, StoreError
+from policies.snapshot import learner_average_from_bytes, learner_state_from_bytes
 from test_launch import run_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,7 +159,15 @@ def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_networ
     assert answer is not None and 0 <= answer["actions"][0] < 7, out[-3000:]
     with LeagueStore(storage, create=False) as store:
         (learner,) = store.learners()
+        state = store.load_learner(learner["learner_id"])["state"]
     assert learner["step"] > 0 and learner["version"] > 0
+    # the config's snapshots come from a moving average of the weights (policy.snapshot_average),
+    # checkpointed beside them; it trails the weights it follows
+    model, _, _ = learner_state_from_bytes(state)
+    average = learner_average_from_bytes(state)
+    assert average is not None
+    gaps = [float((a - p).abs().max()) for a, p in zip(average.parameters(), model.parameters())]
+    assert max(gaps) > 0 and all(np.isfinite(gaps))
     exported = subprocess.run([sys.executable, "-m", "serve.export", "--storage", str(storage), "--out",
                                str(tmp_path / "onnx")], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
     assert exported.returncode == 0, exported.stderr[-2000:]
