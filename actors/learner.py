@@ -44,8 +44,8 @@ from policies import expert
 from policies.replica_group import ReplicaGroup
 from policies.ppo import make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr
 from policies.rollout import Rollout
-from policies.snapshot import (learner_average_from_bytes, learner_magnet_from_bytes, learner_state_from_bytes, learner_state_to_bytes,
-                               policy_from_bytes, policy_to_bytes)
+from policies.snapshot import (learner_average_from_bytes, learner_magnet_from_bytes, learner_state_from_bytes,
+                               learner_state_to_bytes, policy_from_bytes, policy_to_bytes)
 
 log = logging.getLogger(__name__)
 
@@ -112,14 +112,15 @@ class LearnerImpl:
                             "applies to a fresh run only", learner_id, self.model.spec.net, self.spec.net)
         log.info("%s trains on %s (replica %d of %d)", learner_id, self.device, self.rank + 1, self.replicas)
         # magnet-regularised PPO (policies.ppo): the magnet starts at the policy and follows it
+        saved_state = checkpoint.state if checkpoint is not None else None
         self.magnet = None
         if self.ppo.magnet_coef > 0:
-            saved = learner_magnet_from_bytes(checkpoint.state) if checkpoint is not None and checkpoint.state else None
+            saved = learner_magnet_from_bytes(saved_state) if saved_state else None
             self.magnet = saved.to(self.device) if saved is not None else copy.deepcopy(self.model)
         # the network snapshots are taken from: the weights, or their moving average (policy.snapshot_average)
         self.average = None
         if cfg.policy.snapshot_average > 0:
-            saved = learner_average_from_bytes(checkpoint.state) if checkpoint is not None and checkpoint.state else None
+            saved = learner_average_from_bytes(saved_state) if saved_state else None
             self.average = saved.to(self.device) if saved is not None else copy.deepcopy(self.model)
         self.group = ReplicaGroup.single()
         self._resync = False  # replica 0 reset: the others take its state at the next update

@@ -93,7 +93,8 @@ def train(cfg, minutes: float, seed: int):
                 follow(average, model, average_rate(cfg.policy.snapshot_average, stats["num_minibatches"]))
             pending, updates = 0, updates + 1
     elapsed = time.perf_counter() - start
-    return (average if average is not None else model), {"positions_per_s": round(positions / elapsed, 1), "games": games, "updates": updates}
+    counts = {"positions_per_s": round(positions / elapsed, 1), "games": games, "updates": updates}
+    return (average if average is not None else model), counts
 
 
 def main(argv=None) -> int:

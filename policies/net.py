@@ -173,7 +173,10 @@ def follow(follower: nn.Module, model: nn.Module, rate: float) -> None:
         for f, m in zip(follower.parameters(), model.parameters()):
             f.lerp_(m, rate)
         for f, m in zip(follower.buffers(), model.buffers()):
-            f.lerp_(m, rate) if f.is_floating_point() else f.copy_(m)
+            if f.is_floating_point():
+                f.lerp_(m, rate)
+            else:
+                f.copy_(m)
 
 
 def average_rate(keep: float, steps: int) -> float:
