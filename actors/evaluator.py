@@ -3,8 +3,12 @@
 So that the Nash over the pool rests on measured numbers. For games small
 enough to enumerate (matrix games, Kuhn and Leduc poker, small perfect-information games such as
 tic-tac-toe: ``evaluation.exploitability.is_exact``) the expected score of
-a pair is computed exactly (no noise in the meta-game); otherwise the pair
-plays ``evaluator.games_per_pair`` sampled games, half in each seat.
+a pair is computed exactly (no noise in the meta-game). Where snapshots play their
+most probable move (``policy.snapshot_play: greedy``, which needs a deterministic game of
+perfect information, Connect Four say), a pair's two games, one in each seat, are the only
+games it can play: the evaluator plays them once and records their mean as the exact score
+(a pair with a tie among best moves, or a snapshot that samples, is sampled). Otherwise the
+pair plays ``evaluator.games_per_pair`` sampled games, half in each seat.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from monitoring.metrics import LeagueMetrics
 from evaluation.exploitability import (exact_nash_conv, is_exact, least_exploitable_mixture, pack_profile,
                                      profile_value, seat_profile, unpack_profile)
 from evaluation.game_tree import TooLarge
+from policies.net import GreedyPolicy
 from policies.rollout import TwoSeatPlay
 from policies.snapshot import SnapshotCache, drop_idle
 
@@ -77,6 +82,10 @@ class EvaluatorImpl:
         self.lo, self.hi = utility_range(self.game)
         exact = is_exact(self.game)  # declared, or a small game of perfect information (evaluation.game_tree)
         self.exact = cfg.evaluator.exact and exact
+        # greedy snapshots in a deterministic game: each pair's two games decide it (settled_score)
+        self.settled = cfg.evaluator.exact and cfg.policy.snapshot_play == "greedy"
+        self.pair_game = (make_game(cfg.game.name, 2, seed=seed_int(cfg.run.seed, "evaluator", evaluator_id, "pair"),
+                                    **cfg.game.kwargs) if self.settled else None)
         # the one evaluator the config names measures the Nash mixture's exploitability
         self.measures_exploitability = exact and cfg.evaluator.exploitability == index
         held = min(cfg.snapshots.cache_size, EXACT_MODELS_HELD) if self.exact else cfg.snapshots.cache_size
@@ -163,7 +172,9 @@ class EvaluatorImpl:
                 last_trim = time.time()
             # exact pairs cost a dot product each once an agent's profiles are known, and
             # are measured once (snapshots are frozen)
-            pairs = ray.get(self.coordinator.evaluation_pairs.remote(256 if self.exact else 2, self.exact))
+            # (settled pairs likewise)
+            once = self.exact or self.settled
+            pairs = ray.get(self.coordinator.evaluation_pairs.remote(256 if self.exact else 16 if once else 2, once))
             self.rounds += 1
             if not pairs:
                 self._stop.wait(idle)
@@ -173,20 +184,30 @@ class EvaluatorImpl:
             try:
                 if self.exact:
                     ray.get(self.coordinator.record_exact.remote(ExactScores.from_triples(self.exact_scores(pairs))))
+                elif self.settled:
+                    undecided: list[tuple[str, str]] = []
+                    scores = self.exact_scores(pairs, self.settled_score, undecided)
+                    if scores:
+                        ray.get(self.coordinator.record_exact.remote(ExactScores.from_triples(scores)))
+                    self.sample(undecided)
                 else:
-                    for a, b in pairs:
-                        cpu = time.process_time()
-                        results = self.sampled_results(a, b)
-                        # per pair: frozen pairs never decay, so the counts say all the games say
-                        batch = ResultBatch.from_results(self.evaluator_id, self.outbox.next_seq(), results)
-                        self.outbox.stage_batch(batch)
-                        self._deliver(batch)
-                        self._stop.wait(pace_seconds(time.process_time() - cpu, self.cfg.evaluator.games_cpu_share))
+                    self.sample(pairs)
             except (KeyError, ray.exceptions.RayTaskError) as exc:
                 log.info("%s: pair skipped (%s)", self.evaluator_id, exc)  # an agent was evicted meanwhile
                 time.sleep(0.1)
             self.evaluated += len(pairs)
         return self.evaluated
+
+    def sample(self, pairs) -> None:
+        """``games_per_pair`` sampled games of each pair, delivered and stored before the next."""
+        for a, b in pairs:
+            cpu = time.process_time()
+            results = self.sampled_results(a, b)
+            # per pair: frozen pairs never decay, so the counts say all the games say
+            batch = ResultBatch.from_results(self.evaluator_id, self.outbox.next_seq(), results)
+            self.outbox.stage_batch(batch)
+            self._deliver(batch)
+            self._stop.wait(pace_seconds(time.process_time() - cpu, self.cfg.evaluator.games_cpu_share))
 
     def _deliver(self, batch: ResultBatch) -> None:
         try:
@@ -196,15 +217,20 @@ class EvaluatorImpl:
             raise
         self.outbox.acked(batch.seq, len(batch))
 
-    def exact_scores(self, pairs: list[tuple[str, str]]) -> list[tuple[str, str, float]]:
-        """Exact scores of the pairs that can be scored; a pair whose agent was evicted
-        meanwhile, or whose score is not finite (a diverged snapshot), is left out."""
+    def exact_scores(self, pairs: list[tuple[str, str]], score_of=None,
+                     undecided: list[tuple[str, str]] | None = None) -> list[tuple[str, str, float]]:
+        """Exact scores of the pairs that can be scored (``score_of``: ``exact_score``); a pair whose
+        agent was evicted meanwhile, or whose score is not finite (a diverged snapshot), is left
+        out, and one that ``score_of`` cannot score exactly (None) is added to ``undecided``."""
         out = []
         for a, b in pairs:
             try:
-                score = self.exact_score(a, b)
+                score = (score_of or self.exact_score)(a, b)
             except (KeyError, ray.exceptions.RayTaskError) as exc:
                 log.info("%s: pair %s/%s skipped (%s)", self.evaluator_id, a, b, type(exc).__name__)
+                continue
+            if score is None:
+                undecided.append((a, b))
                 continue
             if np.isfinite(score):
                 out.append((a, b, float(np.clip(score, 0.0, 1.0))))
@@ -233,6 +259,33 @@ class EvaluatorImpl:
         seat1 = -profile_value(self.game, self._profile(b, 0), self._profile(a, 1))  # a in seat 1 (zero-sum)
         norm = lambda r: (r - self.lo) / (self.hi - self.lo)  # noqa: E731
         return 0.5 * (norm(seat0) + norm(seat1))
+
+    @torch.inference_mode()
+    def settled_score(self, a: str, b: str) -> float | None:
+        """a's exact expected score against b where both are greedy snapshots (``GreedyPolicy``) in a
+        deterministic game: the mean of its two games, one in each seat, since each seat has only the
+        one game. None where it is not exact: a snapshot that samples (a seed from elsewhere), or a tie
+        among a snapshot's best moves on the way (``GreedyPolicy`` shares those)."""
+        model_a, model_b = self.cache.get(a), self.cache.get(b)
+        if not (isinstance(model_a, GreedyPolicy) and isinstance(model_b, GreedyPolicy)):
+            return None
+        game = self.pair_game
+        play = TwoSeatPlay(game, np.arange(2))  # a in seat 0 of the first game, in seat 1 of the second
+        game.reset(0)
+        done, scores = np.zeros(2, dtype=bool), np.zeros(2)
+        while not done.all():
+            mine, theirs = play.decisions()
+            acts = []
+            for side, model in ((mine, model_a), (theirs, model_b)):
+                probs = model.probs(side.obs, side.mask) if len(side) else np.zeros((0, game.num_actions))
+                if ((probs > 0).sum(axis=1) > 1)[~done[side.rows]].any():
+                    return None
+                acts.append(probs.argmax(axis=1).astype(np.int64))  # a finished game's moves are not counted
+            finished = play.step(mine, acts[0], theirs, acts[1])
+            new = ~done[finished.rows]
+            scores[finished.rows[new]] = finished.scores[new]
+            done[finished.rows] = True
+        return float(scores.mean())
 
     def sampled_results(self, a: str, b: str) -> list[Result]:
         """``games_per_pair`` games of a against b, half in each seat (the stepping kernel

@@ -18,7 +18,7 @@ from evaluation.exploitability import (
     tabular_policy,
     terminals,
 )
-from policies.net import ActorCritic, PolicySpec
+from policies.net import ActorCritic, GreedyPolicy, PolicySpec
 from policies.snapshot import policy_to_bytes
 
 GAMES = ["kuhn_poker", "leduc_poker"]
@@ -189,6 +189,66 @@ def test_evaluator_sampled_games_agree_with_its_exact_score(game, tmp_path):
     want = ev.exact_score("a", "b")
     assert 0.05 < want < 0.95
     assert abs(scores.mean() - want) < 4 * scores.std() / np.sqrt(len(scores)) + 1e-9
+
+
+def _greedy_networks(game: str, seeds, hidden=(16,)) -> dict[str, GreedyPolicy]:
+    info = game_info(game)
+    out = {}
+    for seed in seeds:
+        torch.manual_seed(seed)
+        model = ActorCritic(PolicySpec(info.obs_size, info.num_actions, hidden=hidden))
+        for prm in model.parameters():
+            prm.data.normal_(0, 1)
+        out[f"g{seed}"] = GreedyPolicy(model).eval()
+    return out
+
+
+def test_settled_score_of_greedy_snapshots_is_the_exact_score(tmp_path):
+    """Tic-tac-toe, where the tree gives the exact score: a greedy pair's two games, one a seat, say it."""
+    from actors.evaluator import EvaluatorImpl
+    from league.config import load_config
+
+    ev = EvaluatorImpl("evaluator:0", load_config(None, ["game.name=tic_tac_toe", f"run.storage={tmp_path}",
+                                                         "policy.snapshot_play=greedy"]), None)
+    assert ev.exact and ev.settled
+    nets = _greedy_networks("tic_tac_toe", range(30, 38))
+    for name, model in nets.items():
+        ev.cache.put(name, model)
+    names = list(nets)
+    scores = [(ev.settled_score(a, b), ev.exact_score(a, b)) for a in names for b in names if a < b]
+    assert {s for s, _ in scores} != {0.5}  # not all draws: the check can tell scores apart
+    for settled, exact in scores:
+        assert settled == pytest.approx(exact, abs=1e-9)
+
+
+def test_settled_score_agrees_with_the_sampled_games_and_refuses_what_is_not_settled(tmp_path):
+    """Connect Four: every one of a greedy pair's sampled games is one of its two games; a network
+    with tied best moves, or one that samples, is not settled (None) and is sampled instead."""
+    from actors.evaluator import EvaluatorImpl
+    from league.config import load_config
+
+    ev = EvaluatorImpl("evaluator:0", load_config(None, ["game.name=connect_four", f"run.storage={tmp_path}",
+                                                         "policy.snapshot_play=greedy",
+                                                         "evaluator.games_per_pair=16"]), None)
+    assert ev.settled and not ev.exact
+    for name, model in _greedy_networks("connect_four", (40, 41), hidden=(32,)).items():
+        ev.cache.put(name, model)
+    info = game_info("connect_four")
+    flat = ActorCritic(PolicySpec(info.obs_size, info.num_actions, hidden=(8,)))
+    for prm in flat.parameters():
+        prm.data.zero_()  # every legal move ties
+    ev.cache.put("flat", GreedyPolicy(flat).eval())
+    ev.cache.put("sampler", flat)
+    for a, b in (("g40", "g41"), ("g41", "g40")):
+        score = ev.settled_score(a, b)
+        sampled = [r.score for r in ev.sampled_results(a, b)]
+        assert score is not None and set(sampled) <= {0.0, 0.5, 1.0}
+        assert score == pytest.approx(np.mean(sampled), abs=1e-12)  # half the games in each seat
+    assert ev.settled_score("g40", "g41") + ev.settled_score("g41", "g40") == pytest.approx(1.0)
+    assert ev.settled_score("g40", "flat") is None and ev.settled_score("sampler", "g40") is None
+    undecided = []
+    scores = ev.exact_scores([("g40", "g41"), ("g40", "flat")], ev.settled_score, undecided)
+    assert [(a, b) for a, b, _ in scores] == [("g40", "g41")] and undecided == [("g40", "flat")]
 
 
 def test_which_evaluator_measures_exploitability_is_configured(tmp_path):
