@@ -32,7 +32,8 @@ rounds (the mean is in the JSON line too):
   result batches of ``rollout.results_batch_size`` games, as ``bench.coordinator``'s in-process
   loop; per env step that is ``c_r`` over the steps per game;
 - evaluator, ``F`` cores, a fixed cost: the configured shares, not measured: each sampling
-  evaluator ``evaluator.games_cpu_share``, the exact evaluator that measures exploitability
+  evaluator ``evaluator.games_cpu_share`` (``league.sizing.SETTLED_EVALUATOR_CPUS`` where snapshots
+  play greedily: each pair is two games, played once), the exact evaluator that measures exploitability
   ``evaluator.exploitability_cpu_share`` (other exact evaluators idle between snapshots), the
   anchor judge ``evaluator.anchor_num_cpus`` (1 when 0, unbounded) when there are anchors, the
   prober ``evaluator.probe_num_cpus`` when it probes.
@@ -87,7 +88,7 @@ from league.config import Config, ConfigError, load_config
 from league.errors import ArgumentParser, fail
 from league.league import learner_ids
 from league.matchmaking import MatchSampler
-from league.sizing import Resources, plan
+from league.sizing import SETTLED_EVALUATOR_CPUS, Resources, plan
 from league.store import LeagueStore
 from policies.device import resolve_device
 from policies.net import ActorCritic, PolicySpec, build_policy, policy_spec
@@ -155,9 +156,10 @@ def fixed_cores(cfg: Config) -> float:
     ev = cfg.evaluator
     exact = ev.exact and is_exact(make_game(cfg.game.name, 1, **cfg.game.params))
     cores = 0.0
+    settled = ev.exact and cfg.policy.snapshot_play == "greedy"  # a pair is two games, played once
     for index in range(ev.count):
         if not exact:
-            cores += ev.games_cpu_share
+            cores += min(SETTLED_EVALUATOR_CPUS, ev.games_cpu_share) if settled else ev.games_cpu_share
         elif ev.exploitability == index:
             cores += ev.exploitability_cpu_share
     if cfg.anchors:

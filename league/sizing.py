@@ -10,7 +10,8 @@ numbers and choices, and leaves the given config alone. Values a config gives ar
 listed as ``(config)``. The rules budget the cluster's CPUs, in this order:
 
 1. what runs whatever the size: the coordinator, the evaluators (each at its
-   ``evaluator.games_cpu_share`` of a core), the anchor judge and the prober where they run, the
+   ``evaluator.games_cpu_share`` of a core, or ``SETTLED_EVALUATOR_CPUS`` where snapshots play
+   greedily and each pair is two games played once), the anchor judge and the prober where they run, the
    opponents replicas where frozen opponents are served;
 2. each learner process a core, and ``FEED_CPUS`` cores of rollout workers to keep it busy (a
    learner process is the bound: its workers wait on it past that, docs/results.md, "16 cores
@@ -51,6 +52,9 @@ __all__ = ["Decision", "Plan", "Resources", "plan"]
 
 COORDINATOR_CPUS = 0.5  # its share of a core with many workers reporting (docs/results.md, "Scaling: one coordinator")
 LEARNER_CPUS = 1.0  # a learner process runs its update at a full core, on the GPU too (its Python drives it)
+# an evaluator of greedy snapshots in a deterministic game plays a new pair's two games once and waits
+# (actors.evaluator, settled_score): a small share, whatever its games_cpu_share
+SETTLED_EVALUATOR_CPUS = 0.05
 FEED_CPUS = 3.0  # cores of rollout workers that keep one learner process busy (docs/results.md, "16 cores and a GPU")
 EXPLOITERS_PER_MAIN = ("main_exploiter", "league_exploiter", "league_exploiter")  # AlphaStar's proportion, in order
 MIN_ENVS, MAX_ENVS = 64, 2048  # vectorised games overtake a plain loop; a served call's cost is amortised
@@ -159,7 +163,9 @@ def _opponents_replicas(cfg: Config, most: bool) -> int:
 def _fixed_cpus(cfg: Config, served: bool) -> tuple[float, str]:
     """CPUs of what runs whatever the league's size, and what they are."""
     ev = cfg.evaluator
-    parts = [("coordinator", COORDINATOR_CPUS), (f"{ev.count} evaluator(s)", ev.count * ev.games_cpu_share)]
+    settled = ev.exact and cfg.policy.snapshot_play == "greedy"
+    share = min(SETTLED_EVALUATOR_CPUS, ev.games_cpu_share) if settled else ev.games_cpu_share
+    parts = [("coordinator", COORDINATOR_CPUS), (f"{ev.count} evaluator(s)", ev.count * share)]
     if cfg.anchors:
         parts.append(("anchor judge", ev.anchor_num_cpus))
     if ev.probe_every_seconds > 0:

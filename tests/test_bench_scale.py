@@ -72,6 +72,8 @@ def test_fixed_cores_are_the_configured_shares():
     no_bound = load_config(str(ROOT / "configs" / "connect_four.yaml"), ["evaluator.anchor_num_cpus=0",
                                                                           "evaluator.count=2"])
     assert scale.fixed_cores(no_bound) == pytest.approx(3.0)  # an unbounded judge takes a core
+    # greedy snapshots: the evaluator plays each pair's two games once (0.05) beside the judge's 0.2
+    assert scale.fixed_cores(load_config(str(ROOT / "configs" / "connect_four_search.yaml"))) == pytest.approx(0.25)
 
 
 def test_the_bench_on_a_tiny_kuhn_league(capsys):

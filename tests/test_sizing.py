@@ -100,6 +100,18 @@ def test_a_search_learner_plays_its_own_moves_on_any_machine():
             "search, whose searches run the network in the worker)") in the_plan.lines()
 
 
+def test_an_evaluator_of_greedy_snapshots_is_not_given_a_core():
+    """Greedy snapshots in a deterministic game: the evaluator plays each pair's two games once
+    (actors.evaluator), so the plan keeps SETTLED_EVALUATOR_CPUS for it, not games_cpu_share."""
+    cfg = load_config(ROOT / "configs/connect_four_search.yaml")
+    sampling = load_config(ROOT / "configs/connect_four_search.yaml", ["policy.snapshot_play=sample"])
+    greedy_plan, sampling_plan = (plan(c, TWO_CORES)[1] for c in (cfg, sampling))
+    assert "1 evaluator(s) 0.05" in greedy_plan.lines()[0] and "1 evaluator(s) 1 " in sampling_plan.lines()[0]
+    # without the exact payoffs the evaluator samples again, and the plan gives it its share
+    unsettled = plan(load_config(ROOT / "configs/connect_four_search.yaml", ["evaluator.exact=false"]), TWO_CORES)[1]
+    assert "1 evaluator(s) 1 " in unsettled.lines()[0]
+
+
 def test_replicas_given_leave_the_cores_to_them():
     cfg = load_config(ROOT / "configs/connect_four.yaml", ["learner.replicas=2"])
     resolved, the_plan = plan(cfg, Resources(cpus=16, gpus=1))
