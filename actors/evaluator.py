@@ -170,9 +170,8 @@ class EvaluatorImpl:
             if time.time() - last_trim >= heap.TRIM_EVERY_SECONDS:  # networks loaded and dropped leave free pages
                 heap.trim()
                 last_trim = time.time()
-            # exact pairs cost a dot product each once an agent's profiles are known, and
-            # are measured once (snapshots are frozen)
-            # (settled pairs likewise)
+            # exact pairs cost a dot product each once an agent's profiles are known, settled ones two
+            # games; both are measured once (snapshots are frozen)
             once = self.exact or self.settled
             pairs = ray.get(self.coordinator.evaluation_pairs.remote(256 if self.exact else 16 if once else 2, once))
             self.rounds += 1
@@ -230,7 +229,8 @@ class EvaluatorImpl:
                 log.info("%s: pair %s/%s skipped (%s)", self.evaluator_id, a, b, type(exc).__name__)
                 continue
             if score is None:
-                undecided.append((a, b))
+                if undecided is not None:
+                    undecided.append((a, b))
                 continue
             if np.isfinite(score):
                 out.append((a, b, float(np.clip(score, 0.0, 1.0))))
