@@ -422,7 +422,8 @@ class EvaluatorConfig(Placement):
     num_cpus: float = _nonneg("logical CPUs Ray reserves for each", 0.25)
     count: int = _nonneg("evaluators measuring the payoffs between pool agents", 1)
     games_per_pair: int = _positive("games a sampling evaluator plays a pair", 256)
-    exact: bool = setting(True, doc="exact expected payoffs where the game supports them (envs: supports_exact)")
+    exact: bool = setting(True, doc="exact expected payoffs where the game supports them (envs: supports_exact), "
+                                    "or where greedy snapshots settle a pair in two games (actors.evaluator)")
     exploitability: int | None = setting(0, low=0, doc="index of the evaluator that measures the published "
                                                        "mixture's exact exploitability; None: none does")
     publish: str = setting("nash", choices=PUBLISH, doc="nash: the meta-game Nash; least_exploitable: the mixture "
