@@ -269,31 +269,31 @@ class EvaluatorImpl:
         model_a, model_b = self.cache.get(a), self.cache.get(b)
         if not (isinstance(model_a, GreedyPolicy) and isinstance(model_b, GreedyPolicy)):
             return None
-        game = self.pair_game
-        play = TwoSeatPlay(game, np.arange(2))  # a in seat 0 of the first game, in seat 1 of the second
-        game.reset(0)
-        done, scores = np.zeros(2, dtype=bool), np.zeros(2)
-        while not done.all():
-            mine, theirs = play.decisions()
-            acts = []
-            for side, model in ((mine, model_a), (theirs, model_b)):
-                probs = model.probs(side.obs, side.mask) if len(side) else np.zeros((0, game.num_actions))
-                if ((probs > 0).sum(axis=1) > 1)[~done[side.rows]].any():
-                    return None
-                acts.append(probs.argmax(axis=1).astype(np.int64))  # a finished game's moves are not counted
-            finished = play.step(mine, acts[0], theirs, acts[1])
-            new = ~done[finished.rows]
-            scores[finished.rows[new]] = finished.scores[new]
-            done[finished.rows] = True
-        return float(scores.mean())
+
+        def best(model, obs, mask):  # the one best move, or None where best moves tie
+            probs = model.probs(obs, mask)
+            return None if ((probs > 0).sum(axis=1) > 1).any() else probs.argmax(axis=1)
+
+        # a in seat 0 of the first game, in seat 1 of the second
+        scores = self._first_episodes(self.pair_game, model_a, model_b, 0, best)
+        return None if scores is None else float(scores.mean())
 
     def sampled_results(self, a: str, b: str) -> list[Result]:
-        """``games_per_pair`` games of a against b, half in each seat (the stepping kernel
-        of the rollout workers; finished envs keep playing, only their first episode counts)."""
-        game, E = self.game, self.game.num_envs
-        model_a, model_b = self.cache.get(a), self.cache.get(b)
+        """``games_per_pair`` games of a against b, half in each seat."""
+        sample = lambda model, obs, mask: model.act(obs, mask, generator=self.rng)[0]  # noqa: E731
+        scores = self._first_episodes(self.game, self.cache.get(a), self.cache.get(b),
+                                      int(self.rng.integers(2**31)), sample)
+        return [Result(a, b, float(s)) for s in scores]
+
+    @staticmethod
+    def _first_episodes(game, model_a, model_b, seed: int, move) -> np.ndarray | None:
+        """a's score in the first episode of each of ``game``'s environments, a in seat ``e % 2`` of
+        environment ``e`` (the stepping kernel of the rollout workers; finished environments keep
+        playing, only their first episode counts). ``move(model, obs, mask)`` answers the moves of
+        the rows still counting, or None to give up (None is returned)."""
+        E = game.num_envs
         play = TwoSeatPlay(game, np.arange(E) % 2)  # a is the focal side
-        game.reset(int(self.rng.integers(2**31)))
+        game.reset(seed)
         done = np.zeros(E, dtype=bool)
         scores = np.zeros(E)
         while not done.all():
@@ -303,7 +303,10 @@ class EvaluatorImpl:
                 out = np.zeros(len(side), dtype=np.int64)
                 counting = ~done[side.rows]
                 if counting.any():
-                    out[counting] = model.act(side.obs[counting], side.mask[counting], generator=self.rng)[0]
+                    chosen = move(model, side.obs[counting], side.mask[counting])
+                    if chosen is None:
+                        return None
+                    out[counting] = chosen
                 if (~counting).any():
                     out[~counting] = side.mask[~counting].argmax(axis=1)  # first legal action
                 acts.append(out)
@@ -311,7 +314,7 @@ class EvaluatorImpl:
             new = ~done[finished.rows]
             scores[finished.rows[new]] = finished.scores[new]
             done[finished.rows] = True
-        return [Result(a, b, float(s)) for s in scores]
+        return scores
 
 
 Evaluator = ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0.25, max_concurrency=2)(EvaluatorImpl)
