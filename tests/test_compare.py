@@ -307,15 +307,16 @@ def leaning_model(game, action, logit):
     return m
 
 
-def nash_store(run_dir, game_name, models, weights):
-    """A store as a league run leaves it: snapshots and a published Nash over them."""
+def nash_store(run_dir, game_name, models, weights, play: str = "sample"):
+    """A store as a league run leaves it: snapshots (playing as ``play`` says) and a published Nash
+    over them."""
     with LeagueStore(run_dir) as store:
         store.set_meta("game", game_name)
         ids = []
         for i, m in enumerate(models):
             agent_id = f"main_agent-0-v{i}"
             store.add_agent(AgentRecord(agent_id=agent_id, version=i, agent_type=AgentType.MAIN_AGENT,
-                                        learner_id="main_agent-0", step=i), policy_to_bytes(m))
+                                        learner_id="main_agent-0", step=i), policy_to_bytes(m, play))
             ids.append(agent_id)
         store.save_nash(0.0, len(ids), ids, np.asarray(weights, dtype=float), 0.0, 0.0, 0.0, "lp")
 
