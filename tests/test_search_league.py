@@ -30,9 +30,10 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 def launch_until(*args: str, until) -> str:
-    """The launcher until ``until()`` holds (asked at each line it prints), then Ctrl-C
-    (``test_launch.run_until``): it must stop cleanly."""
-    code, out, _ = run_until([sys.executable, "-m", "actors.launch", *args], lambda line: True if until() else None)
+    """The launcher until ``until()`` holds (asked at each line it prints, a progress line a second),
+    then Ctrl-C (``test_launch.run_until``): it must stop cleanly."""
+    code, out, _ = run_until([sys.executable, "-m", "actors.launch", *args, "run.progress_every_seconds=1"],
+                             lambda line: True if until() else None)
     assert code == 0, out[-4000:]
     return out
 
