@@ -136,7 +136,9 @@ def check_anchor(text: str, game_name: str, params: dict | None = None) -> None:
         _load_factory(spec)
 
 
-def _member_action(model, tensor, state, player: int, num_actions: int, rng: np.random.Generator) -> int:
+def member_action(model, tensor, state, player: int, num_actions: int, rng: np.random.Generator) -> int:
+    """``model``'s move (None: uniform play) for ``player`` at OpenSpiel ``state``, drawn from its
+    probabilities over the legal moves; ``tensor`` is the game's ``state_tensor``."""
     mask = np.zeros((1, num_actions), dtype=bool)
     mask[0, state.legal_actions(player)] = True
     if model is None:  # uniform random play
@@ -166,7 +168,7 @@ def play_game(game: pyspiel.Game, model, bot, policy_seat: int, rng: np.random.G
         if player == policy_seat and searcher is not None:
             action = searcher.step(state)
         elif player == policy_seat:
-            action = _member_action(model, tensor, state, player, num_actions, rng)
+            action = member_action(model, tensor, state, player, num_actions, rng)
         else:
             action = int(bot.step(state))
         state.apply_action(action)

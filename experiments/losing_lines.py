@@ -27,9 +27,9 @@ import torch
 
 from envs import is_openspiel_game
 from envs.openspiel import load_two_player_zero_sum, state_tensor
+from evaluation.anchors import member_action
 from evaluation.stored_run import StoredRun
 from league.errors import ArgumentParser, UsageError, fail
-from policies.net import sample_rows
 
 SEATS = ("first", "second")
 
@@ -57,10 +57,7 @@ def losing_lines(game: pyspiel.Game, mine, mine_w, theirs, theirs_w, games: int,
         state, moves = game.new_initial_state(), []
         while not state.is_terminal():
             player = state.current_player()
-            mask = np.zeros((1, actions), dtype=bool)
-            mask[0, state.legal_actions(player)] = True
-            obs = np.asarray(tensor(state, player), dtype=np.float32)[None]
-            move = int(sample_rows(players[player].probs(obs, mask).astype(np.float64), rng)[0])
+            move = member_action(players[player], tensor, state, player, actions, rng)
             moves.append(move)
             state.apply_action(move)
         score = (float(state.returns()[seat]) + 1.0) / 2.0  # returns in [-1, 1]: win 1, draw 0.5, loss 0
