@@ -109,9 +109,6 @@ def _check_search_learners(cfg: Config, info: GameInfo) -> None:
     if not searched:
         return
     key = f"roles.{searched[0]}.learner"
-    if cfg.rollout.policy_inference == "serve":
-        raise ConfigError("rollout.policy_inference", f"roles.{searched[0]} learns from search, whose searches run "
-                                                      "the network in the worker: serve is for PPO learners")
     if info.team_size > 1:
         raise ConfigError(key, f"search plays games of one agent a side; {cfg.game.name} is a team game")
     if cfg.ppo.magnet_coef > 0:

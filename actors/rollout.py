@@ -76,15 +76,15 @@ class RolloutWorkerImpl:
                                            idle_seconds=cfg.snapshots.cache_idle_seconds,
                                            seed=seed_sequence(cfg.run.seed, "worker", worker_id, "opponents"))
         self.opponents = opponents
-        # the learner's own moves in the Serve deployment (rollout.policy_inference: serve): a version
-        # of its life -> ServedPolicy
+        # the learner's own moves, or a search learner's leaves, in the Serve deployment
+        # (rollout.policy_inference: serve): a version of its life -> ServedPolicy
         self.served_policy = None
         if cfg.rollout.policy_inference == "serve":
             from ray import serve
 
             from serve.opponents import APP_NAME, DEPLOYMENT_NAME, ServedPolicy
 
-            handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME).act_live
+            handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME)
             self.served_policy = lambda version, life: ServedPolicy(learner_id, version, handle, life)
         self.live: dict[str, tuple[int, Any]] = {}  # learner id -> (version, model)
         self._stop = threading.Event()

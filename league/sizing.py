@@ -190,7 +190,8 @@ def plan(cfg: Config, resources: Resources) -> tuple[Config, Plan]:
         rollout.opponent_inference = "serve" if gpus > 0 else "inprocess"
         inference_why = ("(auto: a GPU serves one batch across workers)" if gpus > 0 else
                          "(auto: no GPU; on CPUs a served call costs more than the worker's own pass)")
-    # the learners' own moves: served where a GPU serves (not a search learner's: its search runs the network)
+    # the learners' own moves: served where a GPU serves (not a search learner's leaves: served, they measured
+    # far slower than in the worker, docs/results.md "16 cores and an H200")
     searched = [name for name, role in out.roles.items() if role.count != 0 and role.learner == "search"]
     policy_why = "(config)"
     if rollout.policy_inference == AUTO:
@@ -198,7 +199,8 @@ def plan(cfg: Config, resources: Resources) -> tuple[Config, Plan]:
         if gpus > 0 and not searched:
             policy_why = "(auto: the GPU plays the learners' moves too, one batch across workers)"
         elif searched:
-            policy_why = f"(auto: roles.{searched[0]} learns from search, whose searches run the network in the worker)"
+            policy_why = (f"(auto: roles.{searched[0]} learns from search, whose leaves are evaluated in the worker: "
+                          "served, each simulation waits a round trip)")
         else:
             policy_why = "(auto: no GPU; on CPUs the worker's own pass costs less than a served call)"
     served = rollout.served  # the deployment runs where either is served

@@ -175,6 +175,11 @@ def expert_update(model, optimizer: torch.optim.Optimizer, replay: Replay, new: 
     return out
 
 
+class UnansweredEvaluation(RuntimeError):
+    """A served policy did not evaluate a search's leaves (a version its learner no longer keeps, the
+    deployment restarting, no answer in time): the lane's running episodes start again."""
+
+
 class MoveSearch:
     """The learner's move search in a rollout worker: ``search(policy, game, envs)`` searches the
     positions of ``game``'s environments ``envs`` (the learner to move in each) with ``policy``'s
@@ -200,10 +205,7 @@ class MoveSearch:
         return self.search.profile
 
     def __call__(self, policy, game, envs: np.ndarray):
-        def evaluate(obs: np.ndarray, mask: np.ndarray):
-            with torch.no_grad():
-                logits, values = policy(torch.from_numpy(obs), torch.from_numpy(mask))
-            return logits.numpy(), values.numpy()
-
+        """``policy``: a ``PolicyNet`` in this process, or a served version
+        (``serve.opponents.ServedPolicy``); the search asks either's ``evaluate(obs, mask)``."""
         self.positions += len(envs)
-        return self.search.run(evaluate, game, np.asarray(envs, dtype=np.int64))
+        return self.search.run(policy.evaluate, game, np.asarray(envs, dtype=np.int64))

@@ -37,6 +37,7 @@ import numpy as np
 
 from envs.base import VectorGame
 from league.messages import EpisodeGroups, MatchAssignments, ResultBatch, ResultColumns
+from policies.expert import UnansweredEvaluation
 from policies.rollout import Decisions, EpisodeRecorder, Rollout, TwoSeatPlay, count_decisions
 
 log = logging.getLogger(__name__)
@@ -450,6 +451,10 @@ class Lanes:
         if len(learner):
             try:
                 acted = self._learner_act(lane, learner)
+            except UnansweredEvaluation as exc:  # a served search's leaves: as a served move unanswered
+                self.search.rebuild()
+                self._recover(lane, "serving", exc, source="the learner's served policy", count="served_errors")
+                return
             except Exception as exc:
                 if self.search is None or retried:
                     raise
@@ -536,8 +541,11 @@ class Lanes:
         targets = np.zeros((n, self.num_actions), dtype=np.float32)
         for version in np.unique(versions).tolist():
             sel = np.flatnonzero(versions == version)
-            found = self.search(self.held[version], lane.game, learner.rows[sel])
+            policy = self.held[version]
+            found = self.search(policy, lane.game, learner.rows[sel])
             a[sel], v[sel], targets[sel] = found.action, found.value, found.policy
+            if hasattr(policy, "submit"):  # its leaves were evaluated in the Serve deployment
+                self.counts["served"] += len(sel)
         logp[:] = np.log(np.maximum(targets[np.arange(n), a], 1e-12))
         lane.learner_targets = targets
         return a, logp, v

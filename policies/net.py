@@ -260,6 +260,14 @@ class PolicyNet(nn.Module):
         return torch.softmax(logits, dim=-1).cpu().numpy()
 
     @torch.inference_mode()
+    def evaluate(self, obs, mask) -> tuple[np.ndarray, np.ndarray]:
+        """``(logits (B, A), values (B,))`` as float32 arrays on the CPU: a search's leaves, evaluated
+        on the network's device (``serve.opponents.ServedPolicy.evaluate`` answers the same)."""
+        device = model_device(self)
+        logits, values = self(_as_tensor(obs, torch.float32, device), _as_tensor(mask, torch.bool, device))
+        return logits.float().cpu().numpy(), values.float().cpu().numpy()
+
+    @torch.inference_mode()
     def act(self, obs, mask, generator=None, deterministic: bool = False):
         """Sample actions for a batch. Returns numpy ``(actions int64 (B,),
         logp float32 (B,), value float32 (B,))``.

@@ -113,10 +113,11 @@ def act_known(models: dict, agent_ids: list[str], obs: list[np.ndarray], masks: 
 
 
 # A served rollout policy's request: ((learner id, version, the learner's life), obs, mask); its
-# answer: (actions, logp, values)
+# answer: arrays of one row per observation, (actions, logp, values) for its moves, (logits, values)
+# for a search's leaves
 LiveKey = tuple[str, int, str]
 LiveRequest = tuple[LiveKey, np.ndarray, np.ndarray]
-LiveAnswer = tuple[np.ndarray, np.ndarray, np.ndarray]
+LiveAnswer = tuple[np.ndarray, ...]
 
 
 def validate_live_request(learner_id, version, life, obs, mask) -> LiveRequest:
@@ -134,8 +135,8 @@ def validate_live_request(learner_id, version, life, obs, mask) -> LiveRequest:
 
 def run_live(requests: Sequence[LiveRequest], act: Callable[[LiveKey, np.ndarray, np.ndarray], LiveAnswer]
              ) -> list[LiveAnswer]:
-    """Each request's actions, log-probabilities and values, with one ``act`` over the rows of every
-    distinct key (learner, version, life): the workers' requests for one policy are one pass."""
+    """Each request's answer, with one ``act`` over the rows of every distinct key (learner, version,
+    life): the workers' requests for one policy are one pass, whose arrays are split back by rows."""
     by_key: dict[LiveKey, list[int]] = {}
     for r, (key, _, _) in enumerate(requests):
         by_key.setdefault(key, []).append(r)
@@ -143,10 +144,10 @@ def run_live(requests: Sequence[LiveRequest], act: Callable[[LiveKey, np.ndarray
     for key, rs in by_key.items():
         obs = np.concatenate([requests[r][1] for r in rs]) if len(rs) > 1 else requests[rs[0]][1]
         mask = np.concatenate([requests[r][2] for r in rs]) if len(rs) > 1 else requests[rs[0]][2]
-        actions, logp, values = act(key, obs, mask)
+        answer = act(key, obs, mask)
         start = 0
         for r in rs:
             n = len(requests[r][1])
-            out[r] = (actions[start:start + n], logp[start:start + n], values[start:start + n])
+            out[r] = tuple(part[start:start + n] for part in answer)
             start += n
     return out

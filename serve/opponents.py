@@ -38,6 +38,7 @@ from ray import serve
 from league.seeds import seed_sequence
 from monitoring.metrics import LeagueMetrics
 from policies.device import resolve_device
+from policies.expert import UnansweredEvaluation
 from policies.snapshot import SnapshotCache, policy_from_bytes
 from serve.batching import act_known, run_grouped, run_live, validate_live_request, validate_request
 
@@ -75,7 +76,7 @@ class Opponents:
                                    on_bytes=lambda b: self.metrics.set("snapshot_cache_bytes", b, process="serve"),
                                    idle_seconds=cache_idle_seconds)
         self.rng = np.random.default_rng(seed)
-        for batched in (self._act_batch, self._live_batch):
+        for batched in (self._act_batch, self._live_batch, self._evaluate_batch):
             batched.set_max_batch_size(max_batch_size)
             batched.set_batch_wait_timeout_s(batch_wait_timeout_s)
 
@@ -155,10 +156,29 @@ class Opponents:
             self.live.popitem(last=False)
         return model
 
+    async def evaluate_live(self, learner_id: str, version: int, obs: np.ndarray, mask: np.ndarray, life: str = ""):
+        """A search learner's leaves (``rollout.policy_inference: serve``): ``(logits, values)`` of
+        version ``version`` of learner ``learner_id`` for a vector of observations, as
+        ``PolicyNet.evaluate`` gives them; the leaves of every worker's simulation step are one
+        pass. LookupError as ``act_live``."""
+        request = validate_live_request(learner_id, version, life, obs, mask)
+        answer = await self._evaluate_batch(request)
+        if isinstance(answer, str):
+            raise LookupError(answer)
+        return answer
+
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.002)
     async def _live_batch(self, requests: list) -> list:
-        """One pass per (learner, version) over every request for it; a request whose version cannot
-        be loaded gets the reason (a string), and the others their answers."""
+        return await self._answer_live(requests, lambda model, obs, mask: model.act(obs, mask, generator=self.rng))
+
+    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.002)
+    async def _evaluate_batch(self, requests: list) -> list:
+        return await self._answer_live(requests, lambda model, obs, mask: model.evaluate(obs, mask))
+
+    async def _answer_live(self, requests: list, answer) -> list:
+        """One ``answer(model, obs, mask)`` per (learner, version) over every request for it; a
+        request whose version cannot be loaded gets the reason (a string), and the others their
+        answers."""
         start = time.perf_counter()
         models, failed = {}, {}
         for key in dict.fromkeys(r[0] for r in requests):
@@ -169,8 +189,7 @@ class Opponents:
                 why = str(cause.args[0]) if cause.args else type(cause).__name__
                 failed[key] = f"{key[0]} version {key[1]}: {why.splitlines()[0] if why else type(cause).__name__}"
         ok = [i for i, r in enumerate(requests) if r[0] in models]
-        answers = run_live([requests[i] for i in ok],
-                           lambda key, obs, mask: models[key].act(obs, mask, generator=self.rng))
+        answers = run_live([requests[i] for i in ok], lambda key, obs, mask: answer(models[key], obs, mask))
         out: list = [failed.get(r[0]) for r in requests]
         for i, answer in zip(ok, answers):
             out[i] = answer
@@ -234,15 +253,24 @@ class ServedOpponents:
 class ServedPolicy:
     """The rollout worker's side of a served learner version: ``submit(obs, mask)`` sends one
     request for a vector of its decisions and returns at once; ``result`` waits for
-    ``(actions, logp, values)``, as ``PolicyNet.act`` returns them."""
+    ``(actions, logp, values)``, as ``PolicyNet.act`` returns them. ``evaluate(obs, mask)`` waits
+    for ``(logits, values)``, as ``PolicyNet.evaluate`` returns them (a search's leaves)."""
 
     def __init__(self, learner_id: str, version: int, handle=None, life: str = ""):
         self.learner_id, self.version, self.life = learner_id, int(version), life
-        self.handle = handle if handle is not None else serve.get_deployment_handle(
-            DEPLOYMENT_NAME, app_name=APP_NAME).act_live
+        handle = handle if handle is not None else serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME)
+        # the method handles once: attribute access builds a new handle each time
+        self.handle, self.evaluate_handle = handle.act_live, handle.evaluate_live
 
     def submit(self, obs: np.ndarray, mask: np.ndarray):
         return self.handle.remote(self.learner_id, self.version, obs, mask, self.life)
+
+    def evaluate(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pending = self.evaluate_handle.remote(self.learner_id, self.version, obs, mask, self.life)
+        try:
+            return pending.result(timeout_s=SERVED_TIMEOUT_S)
+        except Exception as exc:
+            raise UnansweredEvaluation(f"{self.learner_id} version {self.version}: {exc}") from exc
 
     def result(self, pending) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return pending.result(timeout_s=SERVED_TIMEOUT_S)

@@ -85,7 +85,6 @@ def test_search_learner_settings_are_checked_and_named():
                                                            "deterministic game of perfect information taking turns"),
     (["ppo.magnet_coef=0.1"], "roles.main_agent.learner", "the search learner has no magnet"),
     (["roles.main_agent.objective.k_opponents=2"], "roles.main_agent.objective", "for PPO learners"),
-    (["rollout.policy_inference=serve"], "rollout.policy_inference", "whose searches run the network in the worker"),
 ])
 def test_a_search_learner_on_what_it_cannot_learn_from_is_refused_before_ray_naming_the_key(overrides, key, why):
     from actors.preflight import check_runnable

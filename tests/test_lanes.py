@@ -124,7 +124,7 @@ class Harness:
     frozen opponents in process, the learner's newest policy as its live self."""
 
     def __init__(self, k: int, keep_groups: bool, envs: int = 24, lanes: int = 2, game: str = "kuhn_poker",
-                 self_id: str | None = None, search=None, **kwargs):
+                 self_id: str | None = None, search=None, served=None, **kwargs):
         torch.manual_seed(0)
         one = make_game(game, 1, **kwargs)
         spec = PolicySpec(one.obs_size, one.num_actions, (16,))
@@ -136,7 +136,8 @@ class Harness:
         self.lanes = Lanes(games, k, MatchQueue(sampler(3).draw, batch=32), self.opponents, self.live_policy,
                            np.random.default_rng(4), lambda n: make_game(game, envs // lanes, seed=100 + n, **kwargs),
                            keep_groups=keep_groups, self_id=self_id, search=search)
-        self.lanes.set_learner(1, self.policies[1])
+        # ``served(policy)``: the learner's version 1 as a worker holds a served one
+        self.lanes.set_learner(1, self.policies[1] if served is None else served(self.policies[1]))
         self.lanes.start(first_group_id=1000)
 
     def live_policy(self, agent_id):
@@ -284,6 +285,66 @@ def test_a_search_that_raises_is_rebuilt_and_its_lane_restarted_as_after_a_game_
     batch = h.lanes.take_batch("worker:x", 1, LEARNER)
     assert len(batch) == h.lanes.counts["episodes"] > 0  # the league went on, every finished game reported
     assert rollout.searched and len(rollout) > 0
+
+
+class AskedForLeaves:
+    """A search learner's version served as the Serve deployment serves it (``ServedPolicy``):
+    ``evaluate`` answers a search's leaves with the version's network; the ``fail``-th raises
+    ``UnansweredEvaluation``, as a version the deployment cannot load does."""
+
+    def __init__(self, policy, fail: int | None = None):
+        self.policy, self.fail, self.calls = policy, fail, 0
+
+    def submit(self, obs, mask):
+        raise AssertionError("a search learner's moves are searched, never asked for")
+
+    def evaluate(self, obs, mask):
+        from policies.expert import UnansweredEvaluation
+
+        self.calls += 1
+        if self.calls == self.fail:
+            raise UnansweredEvaluation("main_agent-0 version 1: no longer kept")
+        return self.policy.evaluate(obs, mask)
+
+    def act(self, obs, mask, generator=None):  # as its own live opponent
+        return self.policy.act(obs, mask, generator=generator)
+
+
+def searched_lanes(served: bool, fail: int | None = None, steps: int = 30):
+    from league.config import SearchLearnerConfig
+    from policies.expert import MoveSearch
+
+    search = MoveSearch(make_game("tic_tac_toe", 12, seed=0), 12, SearchLearnerConfig(simulations=8, considered=4),
+                        (-1.0, 1.0), np.random.default_rng(0))
+    h = Harness(k=1, keep_groups=False, game="tic_tac_toe", search=search,
+                served=(lambda policy: AskedForLeaves(policy, fail)) if served else None)
+    for _ in range(steps):
+        h.lanes.step()
+    h.lanes.finish_prepared()
+    return h, search
+
+
+def test_a_served_search_learner_plays_the_moves_and_targets_of_its_network_in_process():
+    """The same seeds, the search's leaves evaluated by the served version or by the network in the
+    worker: the same games, moves and targets, every searched decision counted as served."""
+    (h_in, search_in), (h_served, search_served) = searched_lanes(False), searched_lanes(True)
+    ours, theirs = h_in.lanes.recorder.take(), h_served.lanes.recorder.take()
+    assert ours is not None and len(ours) > 20
+    for field in ("obs", "actions", "targets", "dones"):
+        np.testing.assert_array_equal(getattr(ours, field), getattr(theirs, field))
+    np.testing.assert_allclose(ours.values, theirs.values, atol=1e-6)
+    assert h_in.lanes.counts["served"] == 0
+    assert h_served.lanes.counts["served"] == search_served.positions == search_in.positions > 0
+    assert h_served.lanes.counts["served_errors"] == 0
+
+
+def test_a_served_search_left_unanswered_drops_its_lanes_episodes_and_the_league_goes_on():
+    h, _ = searched_lanes(True, fail=40)
+    lanes = h.lanes
+    assert lanes.counts["served_errors"] == 1 and lanes.counts["game_errors"] == 0
+    rollout = lanes.recorder.take()
+    batch = lanes.take_batch("worker:x", 1, LEARNER)
+    assert len(batch) == lanes.counts["episodes"] > 0 and rollout.searched and len(rollout) > 0
 
 
 class Asked:

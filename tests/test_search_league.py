@@ -127,13 +127,16 @@ def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_
 
 
 def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_network_alone(tmp_path):
+    """The searches' leaves are evaluated in the Serve deployment (``rollout.policy_inference: serve``,
+    one batch across workers, as on a GPU), the worker holding only version numbers: the learner
+    trains only if they are answered."""
     storage = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "actors.launch", "--config", "configs/connect_four_search.yaml",
                              f"run.storage={storage}", "run.max_minutes=4", "serve.port=8153",
                              "policy.hidden=[32,32]", "search_learner.simulations=4", "search_learner.considered=4",
                              "rollout.envs_per_worker=32", "rollout.steps_per_batch=256",
                              "roles.main_agent.snapshot_every_steps=1000", "evaluator.games_per_pair=16",
-                             "evaluator.anchor_every_seconds=1000"],
+                             "evaluator.anchor_every_seconds=1000", "rollout.policy_inference=serve"],
                             cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     import pyspiel
 

@@ -107,8 +107,8 @@ def test_the_learners_moves_are_served_by_version_and_train_it(league, ray_local
     mask = np.ones((64, 3), dtype=bool)
     mask[::4, 1] = False
 
-    async def ask(*requests):  # the handle's router runs in this (the test's) event loop
-        handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME).act_live
+    async def ask(*requests, method="act_live"):  # the handle's router runs in this (the test's) event loop
+        handle = getattr(serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME), method)
         answers = []
         for request in requests:
             try:
@@ -117,14 +117,26 @@ def test_the_learners_moves_are_served_by_version_and_train_it(league, ray_local
                 answers.append(exc)
         return answers
 
-    (actions, logp, values), same, too_old, other_life, unknown, nan = asyncio.run(ask(
-        ("main_agent-0", reply.version, obs, mask), ("main_agent-0", reply.version, obs, mask, reply.life),
-        ("main_agent-0", 10**9, obs, mask), ("main_agent-0", reply.version, obs, mask, "0000dead"),
-        ("nobody-0", 1, obs, mask), ("main_agent-0", reply.version, np.full((2, 2), np.nan), np.ones((2, 3), bool))))
+    async def ask_both():  # one event loop: the handles' router lives in the loop that first used it
+        moves = await ask(
+            ("main_agent-0", reply.version, obs, mask), ("main_agent-0", reply.version, obs, mask, reply.life),
+            ("main_agent-0", 10**9, obs, mask), ("main_agent-0", reply.version, obs, mask, "0000dead"),
+            ("nobody-0", 1, obs, mask), ("main_agent-0", reply.version, np.full((2, 2), np.nan), np.ones((2, 3), bool)))
+        leaves = await ask(("main_agent-0", reply.version, obs, mask, reply.life), ("main_agent-0", 10**9, obs, mask),
+                           method="evaluate_live")
+        return moves, leaves
+
+    moves, leaves = asyncio.run(ask_both())
+    (actions, logp, values), same, too_old, other_life, unknown, nan = moves
+    (leaf_logits, leaf_values), leaf_unknown = leaves
     model = policy_from_bytes(reply.blob)
     with torch.no_grad():
         logits, expected_values = model(torch.as_tensor(obs), torch.as_tensor(mask))
         expected_logp = torch.log_softmax(logits, -1)[torch.arange(64), torch.as_tensor(actions)]
+    # a search's leaves (evaluate_live): the version's logits and values, as the worker's own pass gives them
+    np.testing.assert_allclose(leaf_logits, logits.numpy(), atol=1e-5)
+    np.testing.assert_allclose(leaf_values, expected_values.numpy(), atol=1e-5)
+    assert isinstance(leaf_unknown, Exception) and "not 1000000000" in str(leaf_unknown), leaf_unknown
     assert mask[np.arange(64), actions].all()
     np.testing.assert_allclose(values, expected_values.numpy(), atol=1e-5)
     np.testing.assert_allclose(logp, expected_logp.numpy(), atol=1e-5)

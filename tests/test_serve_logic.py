@@ -50,6 +50,10 @@ def test_run_live_makes_one_pass_per_learner_version_across_requests_and_scatter
     np.testing.assert_allclose(out[3][1], [0.05, 0.06])
     np.testing.assert_allclose(out[3][2], [-5.0, -6.0])
     assert run_live([], act) == []
+    # a search's leaves: (logits (n, A), values (n,)) split back by rows as well
+    leaves = run_live(reqs, lambda key, obs, mask: (np.repeat(obs, 3, axis=1), obs[:, 0] + key[1]))
+    assert [logits.shape for logits, _ in leaves] == [(2, 3), (1, 3), (1, 3), (2, 3), (1, 3)]
+    assert [v.tolist() for _, v in leaves] == [[2.0, 3.0], [5.0], [5.0], [6.0, 7.0], [8.0]]
 
 
 @pytest.mark.parametrize("args, match", [

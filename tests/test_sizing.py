@@ -97,7 +97,8 @@ def test_a_search_learner_plays_its_own_moves_on_any_machine():
     resolved, the_plan = plan(cfg, Resources(cpus=16, gpus=1))
     assert (resolved.rollout.opponent_inference, resolved.rollout.policy_inference) == ("serve", "inprocess")
     assert ("  rollout.policy_inference = inprocess in the workers' processes  (auto: roles.main_agent learns from "
-            "search, whose searches run the network in the worker)") in the_plan.lines()
+            "search, whose leaves are evaluated in the worker: served, each simulation waits a round trip)"
+            ) in the_plan.lines()
 
 
 def test_an_evaluator_of_greedy_snapshots_is_not_given_a_core():
