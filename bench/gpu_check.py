@@ -2,7 +2,7 @@
 16 cores and one H100 or H200, from the repository root after ``make setup``.
 
     python -m bench.gpu_check [--out DIR] [--budget 470] [--league-minutes 3] [--set KEY=VALUE ...]
-        [--skip-leagues]
+        [--config configs/connect_four.yaml] [--league NAME=KEY=VALUE,... ...] [--skip-scale] [--skip-leagues]
 
 Writes every step's output to ``--out`` (default ``$OUT``, else ``runs/gpu_check``), then prints a
 summary and writes it to ``summary.json`` there. The steps, one after another, each with its own
@@ -12,16 +12,23 @@ timeout so that one failure does not eat the budget:
    config's minibatch and 4x it): trained decisions/s and the GPU's ratio to one CPU core;
 2. ``bench.scale --device cuda`` for this machine (``--cores`` this machine's, one GPU): the unit
    costs here, the GPU learner's speed-up, and the predicted pace and bound;
-3. the shipped Connect Four config through the launcher (``auto`` sizing, the plan it prints),
-   ``--set`` overrides (``AUTO_OVERRIDES`` below: none) appended: env steps/s from the progress
-   lines after the first minute (median and highest), the learner's decisions/s from the run's
-   store (``evaluation.pace``), ``nvidia-smi`` every 10 s and one ``top`` 90 s in;
+3. the shipped Connect Four config (``--config``) through the launcher (``auto`` sizing, the plan it
+   prints), ``--set`` overrides (``AUTO_OVERRIDES`` below: none) appended: env steps/s from the
+   progress lines after the first minute (median and highest), the learner's decisions/s from the
+   run's store (``evaluation.pace``), ``nvidia-smi`` every 10 s and one ``top`` 90 s in;
 4. the same with ``learner.replicas=2``.
 
-Each league runs ``--league-minutes`` (3), shortened so that both fit in what is left of
+``--league NAME=KEY=VALUE,KEY=VALUE`` (repeatable; ``NAME=`` for none) replaces steps 3 and 4 with
+leagues of those overrides, e.g. a search config's leaves in the workers and served:
+``--config configs/connect_four_search.yaml --league auto= --league served=rollout.policy_inference=serve``.
+Each league's store is kept in ``--out`` under its name, so that its networks can be scored later
+on another machine (``evaluation.anchor_scores --storage``).
+
+Each league runs ``--league-minutes`` (3), shortened so that all fit in what is left of
 ``--budget`` seconds (470: the whole under 8 minutes with Ray's start and stop); a league with
 under a minute left is skipped and says so. Ray starts with ``RAY_AUTH_MODE=disabled``, one BLAS
-thread (as ``make``). ``--skip-leagues`` runs the benches only (no Ray).
+thread (as ``make``). ``--skip-scale`` leaves out step 2; ``--skip-leagues`` runs the benches
+only (no Ray).
 """
 
 from __future__ import annotations
@@ -174,14 +181,14 @@ def gpu_use(path: Path) -> dict | None:
 
 
 def league(name: str, overrides: list[str], out: Path, budget: Budget, minutes: float, leagues_left: int,
-           python: str) -> dict:
+           python: str, config: str = CONFIG) -> dict:
     """One league through the launcher, shortened to its share of the budget left."""
     share = budget.left() / leagues_left
     minutes = min(minutes, (share - LEAGUE_OVERHEAD_S) / 60.0)
     if minutes < 1.0:
         return {"step": name, "skipped": f"{budget.left():.0f} s left of the budget: under a minute of league"}
     storage = out / name
-    argv = [python, "-m", "actors.launch", "--config", CONFIG, f"run.max_minutes={minutes:.2f}",
+    argv = [python, "-m", "actors.launch", "--config", config, f"run.max_minutes={minutes:.2f}",
             f"run.storage={storage}", *overrides]
     result = run_step(name, argv, out, minutes * 60 + LEAGUE_OVERHEAD_S, during=watch(out, name))
     result.update(progress_rates(result.get("text", "")), minutes=round(minutes, 2), overrides=overrides)
@@ -191,7 +198,16 @@ def league(name: str, overrides: list[str], out: Path, budget: Budget, minutes: 
                         min(60.0, max(0.0, budget.left())))
         got = last_json(pace.get("text", ""))
         result["learner_decisions_per_s"] = got.get("decisions_per_s") if got else None
+        result["pace"] = got
     return result
+
+
+def parse_league(text: str) -> tuple[str, list[str]]:
+    """``NAME=KEY=VALUE,KEY=VALUE`` -> (name, overrides)."""
+    name, _, rest = text.partition("=")
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        raise argparse.ArgumentTypeError(f"{text!r}: a league is NAME=KEY=VALUE,... with NAME of letters, digits, - and _")
+    return name, [o for o in rest.split(",") if o]
 
 
 def main(argv=None) -> int:
@@ -201,6 +217,10 @@ def main(argv=None) -> int:
     parser.add_argument("--league-minutes", type=float, default=3.0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a launcher override for both leagues, after AUTO_OVERRIDES")
+    parser.add_argument("--config", default=CONFIG, help=f"the leagues' and benches' config (default {CONFIG})")
+    parser.add_argument("--league", action="append", type=parse_league, default=[], metavar="NAME=KEY=VALUE,...",
+                        help="a league of these overrides, in place of auto and learner.replicas=2 (repeatable)")
+    parser.add_argument("--skip-scale", action="store_true", help="leave out bench.scale")
     parser.add_argument("--skip-leagues", action="store_true", help="the benches only (no Ray)")
     parser.add_argument("--device", default="cuda", help="the learner's GPU (default cuda)")
     args = parser.parse_args(argv)
@@ -213,27 +233,32 @@ def main(argv=None) -> int:
     gpus = 1 if args.device != "cpu" else 0
     steps: dict[str, dict] = {}
 
-    steps["learner_cpu"] = run_step("learner_cpu", [python, "-m", "bench.learner", "--config", CONFIG, "--device",
+    config = args.config
+    steps["learner_cpu"] = run_step("learner_cpu", [python, "-m", "bench.learner", "--config", config, "--device",
                                                     "cpu", "--updates", "3"], out, min(45.0, budget.left()))
-    steps["learner_gpu"] = run_step("learner_gpu", [python, "-m", "bench.learner", "--config", CONFIG, "--device",
+    steps["learner_gpu"] = run_step("learner_gpu", [python, "-m", "bench.learner", "--config", config, "--device",
                                                     args.device, "--updates", "3"], out, min(60.0, budget.left()))
-    steps["scale"] = run_step("scale", [python, "-m", "bench.scale", "--config", CONFIG, "--cores", str(cores),
-                                        "--gpus", str(gpus), "--device", args.device, "--seconds", "8"],
-                              out, min(90.0, budget.left()))
+    if not args.skip_scale:
+        steps["scale"] = run_step("scale", [python, "-m", "bench.scale", "--config", config, "--cores", str(cores),
+                                            "--gpus", str(gpus), "--device", args.device, "--seconds", "8"],
+                                  out, min(90.0, budget.left()))
     overrides = AUTO_OVERRIDES + args.set
+    leagues = [(f"league_{name}", extra) for name, extra in args.league] or [
+        ("league_auto", []), ("league_replicas2", REPLICA_OVERRIDES)]
     if not args.skip_leagues:
-        steps["league_auto"] = league("league_auto", overrides, out, budget, args.league_minutes, 2, python)
-        steps["league_replicas2"] = league("league_replicas2", overrides + REPLICA_OVERRIDES, out, budget,
-                                           args.league_minutes, 1, python)
+        for i, (name, extra) in enumerate(leagues):
+            steps[name] = league(name, overrides + extra, out, budget, args.league_minutes, len(leagues) - i, python,
+                                 config)
 
     cpu, gpu = learner_rate(steps["learner_cpu"]), learner_rate(steps["learner_gpu"])
     ratio = None
     if cpu and gpu:
         base = next(iter(cpu["by_minibatch"].values()))  # the config's minibatch on one core
         ratio = {size: round(rate / base, 2) for size, rate in gpu["by_minibatch"].items()}
-    scale = last_json(steps["scale"].get("text", ""))
+    scale = last_json(steps["scale"].get("text", "")) if "scale" in steps else None
     summary = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": machine(), "cores": cores, "out": str(out),
+        "config": config,
         "learner_cpu": cpu, "learner_gpu": gpu, "gpu_over_one_core": ratio,
         "scale": None if not scale else {"units": scale.get("units"), "measured_speedup": scale.get("measured_speedup"),
                                          "prediction": scale.get("prediction"), "plan": scale.get("plan")},
@@ -247,7 +272,7 @@ def main(argv=None) -> int:
         p = scale["prediction"]
         print(f"bench.scale: predicted {p['env_steps_per_s']:.0f} env steps/s, bound by the {p['bound']}; "
               f"measured GPU speed-up {scale.get('measured_speedup')}")
-    for name in ("league_auto", "league_replicas2"):
+    for name, _ in leagues:
         s = steps.get(name)
         if s is None:
             continue
