@@ -135,7 +135,7 @@ def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_networ
                              f"run.storage={storage}", "run.max_minutes=4", "serve.port=8153",
                              "policy.hidden=[32,32]", "search_learner.simulations=4", "search_learner.considered=4",
                              "rollout.envs_per_worker=32", "rollout.steps_per_batch=256",
-                             "roles.main_agent.snapshot_every_steps=1000", "evaluator.games_per_pair=16",
+                             "roles.main_agent.snapshot_every_steps=300", "evaluator.games_per_pair=16",
                              "evaluator.anchor_every_seconds=1000", "rollout.policy_inference=serve"],
                             cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     import pyspiel
@@ -146,7 +146,7 @@ def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_networ
     try:
         deadline = time.time() + 240
         while time.time() < deadline and proc.poll() is None and answer is None:
-            time.sleep(3)
+            time.sleep(1)
             try:
                 r = requests.post("http://127.0.0.1:8153/nash/act", timeout=30,
                                   json={"observations": obs, "legal_masks": mask, "seed": 1})
