@@ -403,9 +403,10 @@ class RolloutConfig(Placement):
                                       doc="inprocess: frozen opponents in the worker's own process; auto: served "
                                           "on a GPU where the cluster has one, else in process (league.sizing)")
     policy_inference: str = setting("inprocess", choices=("inprocess", "serve"), auto=True,
-                                    doc="the learner's own moves: inprocess, in the worker; serve: in the opponents "
-                                        "deployment, one batch across workers (PPO learners); auto: served where "
-                                        "frozen opponents are served on a GPU (league.sizing)")
+                                    doc="the learner's own moves (a search learner's leaves): inprocess, in the "
+                                        "worker; serve: in the opponents deployment, one batch across workers; auto: "
+                                        "a PPO learner's served where frozen opponents are served on a GPU "
+                                        "(league.sizing)")
     lanes: int = _positive("sub-vectors a worker alternates between while served requests are in flight", 2)
     matches_per_request: int = _positive("matches a worker draws from its plan at a time", 64)
     episodes_per_opponent: int = _positive("new episodes in a row that play each drawn opponent "
