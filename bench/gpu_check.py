@@ -18,6 +18,9 @@ timeout so that one failure does not eat the budget:
    run's store (``evaluation.pace``), ``nvidia-smi`` every 10 s and one ``top`` 90 s in;
 4. the same with ``learner.replicas=2``.
 
+After each league the error and warning lines of its actors' logs (Ray's session logs) go to
+``NAME.workers.txt``.
+
 ``--league NAME=KEY=VALUE,KEY=VALUE`` (repeatable; ``NAME=`` for none) replaces steps 3 and 4 with
 leagues of those overrides, e.g. a search config's leaves in the workers and served:
 ``--config configs/connect_four_search.yaml --league auto= --league served=rollout.policy_inference=serve``.
@@ -49,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "configs/connect_four.yaml"
 AUTO_OVERRIDES: list[str] = []  # launcher overrides on top of the config's auto sizing, e.g. "learner.num_gpus=1"
 REPLICA_OVERRIDES = ["learner.replicas=2"]
-LEAGUE_OVERHEAD_S = 45.0  # Ray's start, the actors' start, the stop's flush
+LEAGUE_OVERHEAD_S = 60.0  # Ray's start, the actors' start, the stop's flush (a served league: 45 s was short)
 WARMUP_S = 60.0  # progress lines before this are the league starting up
 PROGRESS = re.compile(r"^\[\s*(\d+)s\]\s+(\d+) env steps/s")
 ENV = {"RAY_AUTH_MODE": "disabled", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
@@ -192,6 +195,7 @@ def league(name: str, overrides: list[str], out: Path, budget: Budget, minutes: 
             f"run.storage={storage}", *overrides]
     result = run_step(name, argv, out, minutes * 60 + LEAGUE_OVERHEAD_S, during=watch(out, name))
     result.update(progress_rates(result.get("text", "")), minutes=round(minutes, 2), overrides=overrides)
+    result["worker_errors"] = worker_errors(out / f"{name}.workers.txt")
     result["gpu"] = gpu_use(out / f"{name}.gpu.csv")
     if (storage / "league.db").exists():
         pace = run_step(f"{name}.pace", [python, "-m", "evaluation.pace", "--storage", str(storage)], out,
@@ -200,6 +204,24 @@ def league(name: str, overrides: list[str], out: Path, budget: Budget, minutes: 
         result["learner_decisions_per_s"] = got.get("decisions_per_s") if got else None
         result["pace"] = got
     return result
+
+
+RAY_LOGS = Path("/tmp/ray/session_latest/logs")
+WORKER_LINE = re.compile(r"ERROR|Error|raised|Traceback|WARNING")
+
+
+def worker_errors(path: Path, most: int = 400, logs: Path = RAY_LOGS) -> int:
+    """The error and warning lines of the league's actors (Ray's session logs ``logs``, which the
+    launcher's output leaves out) into ``path``, at most ``most``; how many there were."""
+    lines = []
+    for log in sorted(logs.glob("worker-*.err")) + sorted(logs.glob("worker-*.out")):
+        try:
+            lines += [f"{log.name}: {line}" for line in log.read_text(errors="replace").splitlines()
+                      if WORKER_LINE.search(line)]
+        except OSError:
+            continue
+    path.write_text("\n".join(lines[:most]) + "\n")
+    return len(lines)
 
 
 def parse_league(text: str) -> tuple[str, list[str]]:

@@ -127,3 +127,25 @@ def test_the_gpu_check_reads_the_launchers_progress_lines_after_the_warm_up():
     assert got["progress_lines"] == 3
     assert got["plan"] == text.splitlines()[:3]
     assert gpu_check.last_json('x\n{"a": 1}\nnot json\n') == {"a": 1}
+
+
+def test_the_gpu_check_takes_named_leagues_and_keeps_the_actors_error_lines(tmp_path):
+    import argparse
+
+    from bench import gpu_check
+
+    assert gpu_check.parse_league("served=rollout.policy_inference=serve,serve.num_replicas=2") == (
+        "served", ["rollout.policy_inference=serve", "serve.num_replicas=2"])
+    assert gpu_check.parse_league("auto=") == ("auto", [])
+    with pytest.raises(argparse.ArgumentTypeError, match="NAME=KEY=VALUE"):
+        gpu_check.parse_league("a b=x=1")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "worker-1.err").write_text("INFO fine\nERROR worker:main_agent-0-w0: the learner's served policy raised "
+                                        "UnansweredEvaluation: gone\nmore\n")
+    (logs / "worker-2.out").write_text("Traceback (most recent call last):\n")
+    (logs / "raylet.err").write_text("ERROR not an actor's\n")
+    assert gpu_check.worker_errors(tmp_path / "w.txt", logs=logs) == 2
+    kept = (tmp_path / "w.txt").read_text().splitlines()
+    assert kept == ["worker-1.err: ERROR worker:main_agent-0-w0: the learner's served policy raised "
+                    "UnansweredEvaluation: gone", "worker-2.out: Traceback (most recent call last):"]
