@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "configs/connect_four.yaml"
 AUTO_OVERRIDES: list[str] = []  # launcher overrides on top of the config's auto sizing, e.g. "learner.num_gpus=1"
 REPLICA_OVERRIDES = ["learner.replicas=2"]
-LEAGUE_OVERHEAD_S = 60.0  # Ray's start, the actors' start, the stop's flush (a served league: 45 s was short)
+LEAGUE_OVERHEAD_S = 60.0  # Ray's start, the actors' start, the stop's flush
 WARMUP_S = 60.0  # progress lines before this are the league starting up
 PROGRESS = re.compile(r"^\[\s*(\d+)s\]\s+(\d+) env steps/s")
 ENV = {"RAY_AUTH_MODE": "disabled", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
