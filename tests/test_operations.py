@@ -1,5 +1,5 @@
 """Running a league for a long time, as an operator does: an online backup resumed elsewhere (under
-a one-minute ``operations.soak``), compaction that changes nothing a resume sees, and a full disk
+a half-minute ``operations.soak``), compaction that changes nothing a resume sees, and a full disk
 survived, all on one league. The launcher as a subprocess, real Ray, SQLite on a real (small)
 file system."""
 
@@ -139,7 +139,7 @@ def test_a_long_runs_operations_backup_compaction_full_disk_and_resume_elsewhere
     compacts its store as it goes; an online backup is taken while it runs; its disk fills (it stops
     acknowledging, loses nothing, says so) and empties (it goes on by itself). Then compaction of the
     copy changes nothing a resume sees, and the launcher resumes from the copy on another path with
-    exactly the backed-up league, under a one-minute soak that prints its one JSON line."""
+    exactly the backed-up league, under a half-minute soak that prints its one JSON line."""
     disk, restored = tmp_path / "disk", tmp_path / "restored"
     cannot_mount = _mount_tmpfs(disk, "48m")
     run = (tmp_path if cannot_mount else disk) / "run"
@@ -189,7 +189,7 @@ def test_a_long_runs_operations_backup_compaction_full_disk_and_resume_elsewhere
         assert len(store._query("SELECT 1 FROM results")) == batches - got["batches"]
     assert _restored(restored, frozen) == (want, digest)
 
-    # the launcher resumed from the copy, on another path, under a one-minute soak (operations.soak, as an
+    # the launcher resumed from the copy, on another path, under a half-minute soak (operations.soak, as an
     # operator checks that a run stays flat): it starts with exactly the backed-up league, and the
     # soak prints its one JSON line
     out = subprocess.run(soak_command("--storage", str(restored)), cwd=ROOT, env=ENV, capture_output=True, text=True,

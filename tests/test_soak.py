@@ -1,6 +1,6 @@
 """operations.soak as a user runs it: one JSON line with the slopes an operator reads (keys and counts,
 not targets), from a real league under the launcher; and its arithmetic on known samples. The
-one-minute soak itself runs in tests/test_operations.py, on the league resumed from an online
+half-minute soak itself runs in tests/test_operations.py, on the league resumed from an online
 backup (one launcher start serves both)."""
 
 import json
@@ -54,20 +54,20 @@ def test_summary_fits_the_second_half_and_compares_quarters():
 
 
 def soak_command(*args: str) -> list[str]:
-    """A one-minute soak of the shipped smoke config, sampled every 5 s."""
-    return [sys.executable, "-m", "operations.soak", "--minutes", "1", "--interval", "5", "--config", "configs/smoke.yaml",
+    """A half-minute soak of the shipped smoke config, sampled every 2.5 s."""
+    return [sys.executable, "-m", "operations.soak", "--minutes", "0.5", "--interval", "2.5", "--config", "configs/smoke.yaml",
             *args]
 
 
 def assert_one_soak_line(out: subprocess.CompletedProcess) -> dict:
-    """What a one-minute soak (``soak_command``) prints: one JSON line with the keys, a sample every
-    5 s, every actor kind of the league and a store that grew. Returns the line."""
+    """What a half-minute soak (``soak_command``) prints: one JSON line with the keys, a sample every
+    2.5 s, every actor kind of the league and a store that grew. Returns the line."""
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1, out.stdout
     got = json.loads(lines[0])
     assert KEYS <= set(got)
-    assert got["samples"] >= 6  # one every 5 s over a minute, less start-up
+    assert got["samples"] >= 6  # one every 2.5 s over half a minute, less start-up
     assert {"coordinator", "learner", "rollout_worker", "evaluator"} <= set(got["rss_mb_per_hour"])
     assert got["processes"]["learner"] == 3 and got["processes"]["coordinator"] == 1
     assert got["store_bytes"] > 0
