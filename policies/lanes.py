@@ -452,7 +452,7 @@ class Lanes:
             try:
                 acted = self._learner_act(lane, learner)
             except UnansweredEvaluation as exc:  # a served search's leaves: as a served move unanswered
-                self.search.rebuild()
+                # (the game did not raise: the search and its remembered proofs stay; each run starts anew)
                 self._recover(lane, "serving", exc, source="the learner's served policy", count="served_errors")
                 return
             except Exception as exc:

@@ -266,9 +266,8 @@ class ServedPolicy:
         return self.handle.remote(self.learner_id, self.version, obs, mask, self.life)
 
     def evaluate(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        pending = self.evaluate_handle.remote(self.learner_id, self.version, obs, mask, self.life)
         try:
-            return pending.result(timeout_s=SERVED_TIMEOUT_S)
+            return self.result(self.evaluate_handle.remote(self.learner_id, self.version, obs, mask, self.life))
         except Exception as exc:
             raise UnansweredEvaluation(f"{self.learner_id} version {self.version}: {exc}") from exc
 

@@ -318,16 +318,17 @@ def searched_lanes(served: bool, fail: int | None = None, steps: int = 30):
                         (-1.0, 1.0), np.random.default_rng(0))
     h = Harness(k=1, keep_groups=False, game="tic_tac_toe", search=search,
                 served=(lambda policy: AskedForLeaves(policy, fail)) if served else None)
+    started = search.search  # the batched search (and its remembered proofs) the lanes begin with
     for _ in range(steps):
         h.lanes.step()
     h.lanes.finish_prepared()
-    return h, search
+    return h, search, started
 
 
 def test_a_served_search_learner_plays_the_moves_and_targets_of_its_network_in_process():
     """The same seeds, the search's leaves evaluated by the served version or by the network in the
     worker: the same games, moves and targets, every searched decision counted as served."""
-    (h_in, search_in), (h_served, search_served) = searched_lanes(False), searched_lanes(True)
+    (h_in, search_in, _), (h_served, search_served, _) = searched_lanes(False), searched_lanes(True)
     ours, theirs = h_in.lanes.recorder.take(), h_served.lanes.recorder.take()
     assert ours is not None and len(ours) > 20
     for field in ("obs", "actions", "targets", "dones"):
@@ -339,9 +340,11 @@ def test_a_served_search_learner_plays_the_moves_and_targets_of_its_network_in_p
 
 
 def test_a_served_search_left_unanswered_drops_its_lanes_episodes_and_the_league_goes_on():
-    h, _ = searched_lanes(True, fail=40)
+    h, search, started = searched_lanes(True, fail=40)
     lanes = h.lanes
     assert lanes.counts["served_errors"] == 1 and lanes.counts["game_errors"] == 0
+    # the game did not raise: the same search goes on, with the proofs it remembered
+    assert search.search is started and len(started.table) > 0
     rollout = lanes.recorder.take()
     batch = lanes.take_batch("worker:x", 1, LEARNER)
     assert len(batch) == lanes.counts["episodes"] > 0 and rollout.searched and len(rollout) > 0
