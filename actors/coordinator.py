@@ -380,6 +380,12 @@ class LeagueCoordinatorImpl:
         self._ensure_loop()
         return self.league.learner_progress(learner_id, version, step)
 
+    async def final_snapshot_due(self, learner_id: str, step: int) -> bool:
+        """At a stop: whether the learner's last weights are to join the pool (a main agent that
+        trained since its last snapshot)."""
+        self._ensure_loop()
+        return self.league.final_snapshot_due(learner_id, step)
+
     @timed
     async def add_snapshot(self, learner_id: str, blob: bytes, step: int, metadata: dict | None = None,
                            request: int | None = None) -> SnapshotReply:

@@ -170,32 +170,59 @@ class EvaluatorImpl:
             if time.time() - last_trim >= heap.TRIM_EVERY_SECONDS:  # networks loaded and dropped leave free pages
                 heap.trim()
                 last_trim = time.time()
-            # exact pairs cost a dot product each once an agent's profiles are known, settled ones two
-            # games; both are measured once (snapshots are frozen)
-            once = self.exact or self.settled
-            pairs = ray.get(self.coordinator.evaluation_pairs.remote(256 if self.exact else 16 if once else 2, once))
-            self.rounds += 1
-            if not pairs:
+            if self._round():
+                idle = IDLE_SECONDS
+            else:
                 self._stop.wait(idle)
                 idle = min(2 * idle, IDLE_MAX_SECONDS)
-                continue
-            idle = IDLE_SECONDS
-            try:
-                if self.exact:
-                    ray.get(self.coordinator.record_exact.remote(ExactScores.from_triples(self.exact_scores(pairs))))
-                elif self.settled:
-                    undecided: list[tuple[str, str]] = []
-                    scores = self.exact_scores(pairs, self.settled_score, undecided)
-                    if scores:
-                        ray.get(self.coordinator.record_exact.remote(ExactScores.from_triples(scores)))
-                    self.sample(undecided)
-                else:
-                    self.sample(pairs)
-            except (KeyError, ray.exceptions.RayTaskError) as exc:
-                log.info("%s: pair skipped (%s)", self.evaluator_id, exc)  # an agent was evicted meanwhile
-                time.sleep(0.1)
-            self.evaluated += len(pairs)
         return self.evaluated
+
+    def measures_once(self) -> bool:
+        """Whether each pair is measured once and for all (exact profiles, or a settled pair's two games)."""
+        return self.exact or self.settled
+
+    def settle(self, seconds: float = 60.0) -> int:
+        """At a stop, after the main agents' last snapshots (the loop has ended): every pair not yet
+        measured, measured now, for at most ``seconds``; then, with ``evaluator.publish:
+        least_exploitable``, the mixture re-solved over them. Evaluators that measure each pair once
+        only; returns the pairs measured."""
+        if not self.measures_once():
+            return 0
+        before, deadline = self.evaluated, time.time() + seconds
+        while time.time() < deadline and self._round():
+            pass
+        if self.cfg.evaluator.publish == "least_exploitable" and self.exact:
+            try:
+                self.publish_least_exploitable()
+            except (ValueError, RuntimeError, KeyError, TooLarge) as exc:
+                log.warning("%s: least exploitable mixture not published at the stop (%s)", self.evaluator_id, exc)
+        return self.evaluated - before
+
+    def _round(self) -> bool:
+        """Measure the next pairs the coordinator hands out; False when there were none."""
+        # exact pairs cost a dot product each once an agent's profiles are known, settled ones two
+        # games; both are measured once (snapshots are frozen)
+        once = self.measures_once()
+        pairs = ray.get(self.coordinator.evaluation_pairs.remote(256 if self.exact else 16 if once else 2, once))
+        self.rounds += 1
+        if not pairs:
+            return False
+        try:
+            if self.exact:
+                ray.get(self.coordinator.record_exact.remote(ExactScores.from_triples(self.exact_scores(pairs))))
+            elif self.settled:
+                undecided: list[tuple[str, str]] = []
+                scores = self.exact_scores(pairs, self.settled_score, undecided)
+                if scores:
+                    ray.get(self.coordinator.record_exact.remote(ExactScores.from_triples(scores)))
+                self.sample(undecided)
+            else:
+                self.sample(pairs)
+        except (KeyError, ray.exceptions.RayTaskError) as exc:
+            log.info("%s: pair skipped (%s)", self.evaluator_id, exc)  # an agent was evicted meanwhile
+            time.sleep(0.1)
+        self.evaluated += len(pairs)
+        return True
 
     def sample(self, pairs) -> None:
         """``games_per_pair`` sampled games of each pair, delivered and stored before the next."""

@@ -37,6 +37,7 @@ from serve.opponents import APP_NAME as OPPONENTS_APP, deploy_opponents
 log = logging.getLogger(__name__)
 PLACEMENT_TIMEOUT_SECONDS = 120.0  # a learner group's placement group waits this long for room on the cluster
 PYTHON_FIX = 'LeagueRun.start("{}")'  # how a caller of ``start`` names a config file (``load_checked``'s ``fix``)
+FINAL_SETTLE_SECONDS = 60.0  # at a stop, the longest the evaluators measure the last snapshots
 
 
 def override_texts(overrides: Mapping[str, Any] | Iterable[str] = ()) -> list[str]:
@@ -328,6 +329,7 @@ class LeagueRun:
                     ray.get(actors[name].run.remote(), timeout=120)
                 except ray.exceptions.RayError as exc2:
                     log.warning("%s could not flush its outbox: %s", name, str(exc2).strip().splitlines()[-1][:300])
+        self._final_snapshots()
         for lid, learner in self.learners.items():
             try:
                 ray.get(learner.flush.remote(), timeout=120)
@@ -345,6 +347,24 @@ class LeagueRun:
                 serve.delete(app, _blocking=False)
         log.info("league stopped in %.1f s", time.time() - t0)
         return final
+
+    def _final_snapshots(self) -> None:
+        """The main agents' weights trained since their last snapshots join the pool, where the
+        evaluators measure each pair once (exact, or greedy snapshots of a deterministic game):
+        they measure the new snapshots now, and the coordinator's flush publishes over them.
+        Elsewhere a new snapshot would be published unmeasured, so there is none."""
+        evaluators = [a for name, a in self.evaluators.items() if name.startswith("evaluator:")]
+        try:
+            if not evaluators or not all(ray.get([e.measures_once.remote() for e in evaluators], timeout=60)):
+                return
+            added = [a for a in ray.get([learner.final_snapshot.remote() for learner in self.learners.values()],
+                                        timeout=120) if a]
+            if added:
+                measured = sum(ray.get([e.settle.remote(FINAL_SETTLE_SECONDS) for e in evaluators],
+                                       timeout=FINAL_SETTLE_SECONDS + 60))
+                log.info("last snapshots %s joined the pool; %d pairs measured", ", ".join(added), measured)
+        except ray.exceptions.RayError as exc:  # the stop goes on: the checkpoints keep the weights
+            log.warning("the main agents' last snapshots were not all taken and measured: %s", exc)
 
     def kill(self) -> None:
         """Kill every actor of this league (after ``stop``; tests and benches reuse one Ray)."""

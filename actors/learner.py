@@ -424,6 +424,15 @@ class LearnerImpl:
         ray.get(self.coordinator.save_checkpoint.remote(self.learner_id, self.version, self.step, blob))
         self._last_checkpoint = time.time()
 
+    def final_snapshot(self) -> str | None:
+        """At a stop, once the workers have stopped: a main agent's weights trained since its last
+        snapshot join the pool, as a scheduled snapshot does; the new agent's id, or None."""
+        with self._lock:
+            if not self.leader or not ray.get(self.coordinator.final_snapshot_due.remote(self.learner_id, self.step)):
+                return None
+            self._snapshot()
+            return self.snapshots_acked[-1]
+
     def flush(self) -> dict[str, Any]:
         """Checkpoint now (on shutdown)."""
         with self._lock:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Generator, Sequence
 
 import numpy as np
 
-from league.config import Config
+from league.config import ROLE_CONFIGS, Config
 from league.elo import EloTable
 from league.intake import ResultIntake
 from league.matchmaking import CachedWinRates, LeagueView, MatchPlan
@@ -212,6 +212,12 @@ class League:
         games = [self.payoff.games(learner_id, t) for t in targets]
         decision = role.should_snapshot(st.step - st.step_at_snapshot, rates, games)
         return ProgressDecision(bool(decision.snapshot), decision.reason)
+
+    def final_snapshot_due(self, learner_id: str, step: int) -> bool:
+        """At a stop: whether a main agent trained since its last snapshot, so that its last weights
+        join the pool (and may be published) rather than only its checkpoint."""
+        st = self._learner(learner_id)
+        return ROLE_CONFIGS[st.role.value].main and int(step) > st.step_at_snapshot
 
     def snapshot_for_request(self, learner_id: str, request: int) -> AgentRecord | None:
         """The snapshot already made for a learner's numbered request (also if evicted since), if any."""

@@ -305,3 +305,18 @@ def test_each_learner_shows_the_curriculum_stage_of_its_step(tmp_path):
     assert progress_line(league.status(), 0.0, 1.0).endswith("curriculum stage 2")
     plain = League(load_config(None, [f"run.storage={tmp_path}/plain"]), LeagueStore(f"{tmp_path}/plain"))
     assert all("curriculum_stage" not in v for v in plain.status()["learners"].values())
+
+
+def test_a_stop_snapshots_a_main_agent_that_trained_since_its_last_snapshot_and_no_exploiter(cfg):
+    league = League(cfg, LeagueStore(cfg.run.storage))
+    assert not league.final_snapshot_due("main_agent-0", 0)  # never trained: nothing to add
+    assert league.final_snapshot_due("main_agent-0", 40)
+    league.add_snapshot("main_agent-0", b"w", step=40)
+    assert not league.final_snapshot_due("main_agent-0", 40)  # its last weights are in the pool already
+    assert league.final_snapshot_due("main_agent-0", 41)
+    # an exploiter's weights are a search in progress for the main agents' weaknesses: not the league's product
+    assert not league.final_snapshot_due("main_exploiter-0", 500)
+    assert not league.final_snapshot_due("league_exploiter-0", 500)
+    # after a restart the league knows where each learner's last snapshot was
+    again = League(league.cfg, league.store)
+    assert not again.final_snapshot_due("main_agent-0", 40) and again.final_snapshot_due("main_agent-0", 41)

@@ -164,7 +164,15 @@ def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_networ
     with LeagueStore(storage, create=False) as store:
         (learner,) = store.learners()
         state = store.load_learner(learner["learner_id"])["state"]
+        agents, nash = store.agents(), store.latest_nash()
+        measured = {frozenset(row[:2]) for row in store.payoff_rows()}
     assert learner["step"] > 0 and learner["version"] > 0
+    # the stop put the main agent's last weights in the pool, measured against every other snapshot
+    # (greedy snapshots: each pair settled by its two games) before the last publication
+    newest = max(agents, key=lambda a: a.step)
+    assert newest.step == learner["step"], ([a.step for a in agents], learner["step"])
+    assert all(frozenset((newest.agent_id, a.agent_id)) in measured for a in agents if a is not newest)
+    assert newest.agent_id in nash["ids"]
     # the config's snapshots come from a moving average of the weights (policy.snapshot_average),
     # checkpointed beside them; it trails the weights it follows
     model, _, _ = learner_state_from_bytes(state)
