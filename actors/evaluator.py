@@ -183,19 +183,23 @@ class EvaluatorImpl:
 
     def settle(self, seconds: float = 60.0) -> int:
         """At a stop, after the main agents' last snapshots (the loop has ended): every pair not yet
-        measured, measured now, for at most ``seconds``; then, with ``evaluator.publish:
-        least_exploitable``, the mixture re-solved over them. Evaluators that measure each pair once
-        only; returns the pairs measured."""
+        measured, measured now, for at most ``seconds``; then the evaluator that measures the
+        published mixture's exploitability measures it once more (and, with ``evaluator.publish:
+        least_exploitable``, first re-solves and publishes it over the new snapshots), so that what
+        is published last is measured. Evaluators that measure each pair once only; returns the
+        pairs measured."""
         if not self.measures_once():
             return 0
         before, deadline = self.evaluated, time.time() + seconds
         while time.time() < deadline and self._round():
             pass
-        if self.cfg.evaluator.publish == "least_exploitable" and self.exact:
+        if self.measures_exploitability:
             try:
-                self.publish_least_exploitable()
-            except (ValueError, RuntimeError, KeyError, TooLarge) as exc:
-                log.warning("%s: least exploitable mixture not published at the stop (%s)", self.evaluator_id, exc)
+                if self.cfg.evaluator.publish != "least_exploitable":  # the meta-game Nash over the new snapshots
+                    ray.get(self.coordinator.solve_nash.remote())
+                self.measure_exploitability()
+            except (KeyError, TooLarge, ray.exceptions.RayTaskError) as exc:
+                log.info("%s: exploitability at the stop skipped (%s)", self.evaluator_id, exc)
         return self.evaluated - before
 
     def _round(self) -> bool:
