@@ -104,7 +104,6 @@ def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_
     text = (ROOT / "examples/dots_and_boxes/config_pettingzoo.yaml").read_text()
     lines = [f'game: {{name: "{TAKEAWAY}"}}' if line.startswith("game:") else line for line in text.splitlines()]
     config.write_text("\n".join(lines) + "\n")
-    cadence = [f"roles.{role}.snapshot_every_steps=2000" for role in ("main_agent", "main_exploiter", "league_exploiter")]
 
     def measured() -> bool:
         def done(store):
@@ -114,9 +113,7 @@ def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_
         return read_store(tmp_path / "run", done, False)
 
     launch_until("--config", str(config), f"run.storage={tmp_path / 'run'}", "run.max_minutes=3",
-                 "run.exploitability_every_seconds=10", "serve.port=8152", "rollout.envs_per_worker=32", *cadence,
-                 "roles.main_exploiter.min_steps_before_snapshot=1000",
-                 "roles.league_exploiter.min_steps_before_snapshot=1000", until=measured)
+                 "run.exploitability_every_seconds=10", "serve.port=8152", until=measured)
     with LeagueStore(tmp_path / "run", create=False) as store:
         assert store.get_meta("game") == TAKEAWAY
         measured = store.measurements(measures.NASH_CONV)
