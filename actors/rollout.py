@@ -113,7 +113,8 @@ class RolloutWorkerImpl:
                                      generator(cfg.run.seed, "worker", worker_id, "search"))
         self.lanes = Lanes(games, k, queue, opponents,
                            self._live_policy, self.rng, self._rebuild, keep_groups=self.grouped, name=worker_id,
-                           self_id=learner_id, search=self.search)
+                           self_id=learner_id, search=self.search,
+                           opening_plies=cfg.search_learner.opening_plies if self.search is not None else 0)
 
     # -- weights -------------------------------------------------------------
     def _refresh(self, learner_id: str, block: bool) -> None:

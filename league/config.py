@@ -501,6 +501,9 @@ class SearchLearnerConfig:
     max_grad_norm: float = _positive("gradients are clipped to this norm", 1.0)
     symmetries: bool = setting(False, doc="each drawn position trained under one of the game's symmetries, at random "
                                          "(envs.symmetry; a game without any trains as it is)")
+    opening_plies: int = setting(0, low=0, doc="each game of the learner against itself opens with a number of "
+                                               "uniformly random moves, both seats', drawn from 0 to this; the "
+                                               "learner's decisions among them are not trained on")
     proof_table: int = setting(100_000, low=0, doc="proven positions a worker's search remembers across searches "
                                                    "(0: none); proofs are exact, so they hold for every later search")
 

@@ -269,6 +269,9 @@ class Lane:
         self.play = TwoSeatPlay(game, rng.integers(0, 2, size=E))  # the learner's seat per env
         self.episode = np.zeros(E, dtype=np.int64)
         self.decisions = np.zeros(E, dtype=np.int64)
+        self.ply = np.zeros(E, dtype=np.int64)  # moves made in the running episode, both seats'
+        self.opening = np.zeros(E, dtype=np.int64)  # its first moves played at random (``opening_plies``)
+        self.learner_opening = np.zeros(0, dtype=bool)  # the learner's decisions of the step played at random
         self.slot = np.zeros(E, dtype=np.int64)  # row * k + slot in Groups
         self.version = np.zeros(E, dtype=np.int64)
         self.opponent = np.zeros(E, dtype=np.int64)  # the opponent's code (MatchQueue.names)
@@ -302,8 +305,10 @@ class Lanes:
 
     def __init__(self, games: list[VectorGame], k: int, matches: MatchQueue, opponents, live_policy: Callable,
                  rng: np.random.Generator, rebuild: Callable[[int], VectorGame], keep_groups: bool,
-                 name: str = "lanes", self_id: str | None = None, search: Callable | None = None):
+                 name: str = "lanes", self_id: str | None = None, search: Callable | None = None,
+                 opening_plies: int = 0):
         self.lanes = [Lane(g, rng) for g in games]
+        self.opening_plies = int(opening_plies)
         self.search = search
         self.self_code = -1 if self_id is None else matches.code(self_id)
         self.keep_groups = keep_groups
@@ -430,9 +435,28 @@ class Lanes:
         lane.version[rows] = self.groups.version[slots // self.k]
         lane.episode[rows] = np.arange(self._next_episode, self._next_episode + rows.size)
         self._next_episode += rows.size
+        self._open(lane, rows)
         if len(self.held) > 1:
             keep = self.groups.versions() | {self.version}
             self.held = {v: p for v, p in self.held.items() if v in keep}
+
+    def _open(self, lane: Lane, rows: np.ndarray) -> None:
+        """The episodes of ``rows`` start: how many of their first moves are random (games against
+        the learner itself, with ``opening_plies``)."""
+        lane.ply[rows] = 0
+        lane.opening[rows] = 0
+        if self.opening_plies:
+            own = lane.live[rows] & (lane.opponent[rows] == self.self_code)
+            lane.opening[rows[own]] = self.rng.integers(0, self.opening_plies + 1, size=int(own.sum()))
+
+    def _random_moves(self, lane: Lane, decisions: Decisions, actions: np.ndarray) -> np.ndarray:
+        """Where ``decisions`` are in their episode's random opening: which (the returned mask), and
+        ``actions`` there replaced by uniformly random legal moves."""
+        opening = lane.ply[decisions.rows] < lane.opening[decisions.rows]
+        if opening.any():
+            mask = np.asarray(decisions.mask[opening]) > 0
+            actions[opening] = np.argmax(np.where(mask, self.rng.random(mask.shape), -1.0), axis=1)
+        return opening
 
     def _prepare(self, lane: Lane, retried: bool = False) -> None:
         """Choose the learner's actions and send the opponents' request of one lane.
@@ -448,6 +472,7 @@ class Lanes:
             learner, others = lane.play.decisions()
         lane.learner, lane.others = learner, others
         lane.learner_actions = np.zeros(0, dtype=np.int64)
+        lane.learner_opening = np.zeros(0, dtype=bool)
         if len(learner):
             try:
                 acted = self._learner_act(lane, learner)
@@ -515,6 +540,8 @@ class Lanes:
         return a, logp, v
 
     def _take_learner_actions(self, lane: Lane, actions, logp, values) -> None:
+        actions = np.array(actions, dtype=np.int64)
+        lane.learner_opening = self._random_moves(lane, lane.learner, actions)
         lane.learner_actions, lane.learner_logp, lane.learner_values = actions, logp, values
         self.action_counts += np.bincount(actions, minlength=self.num_actions)
 
@@ -557,17 +584,23 @@ class Lanes:
         if lane.pending is not None:
             lane.others_actions[lane.served] = self.opponents.result(lane.pending)
         lane.pending, lane.prepared = None, False
+        self._random_moves(lane, lane.others, lane.others_actions)
         try:
             done = lane.play.step(lane.learner, lane.learner_actions, lane.others, lane.others_actions)
         except Exception as exc:  # the game's own code (a user's game may raise): drop, restart, go on
             self._recover(lane, "stepping", exc)
             return
+        lane.ply += 1
         learner = lane.learner
         if len(learner):  # recorded once stepped: with the step's per-step rewards, where the game gives them
             rows = learner.rows
-            self.recorder.add(lane.episode[rows], learner.obs, learner.mask, lane.learner_actions,
-                              lane.learner_logp, lane.learner_values, learner.agents, done.rewards,
-                              lane.live[rows] & (lane.opponent[rows] == self.self_code), lane.learner_targets)
+            self_play = lane.live[rows] & (lane.opponent[rows] == self.self_code)
+            parts = (lane.episode[rows], learner.obs, learner.mask, lane.learner_actions, lane.learner_logp,
+                     lane.learner_values, learner.agents, done.rewards, self_play, lane.learner_targets)
+            if lane.learner_opening.any():
+                keep = ~lane.learner_opening
+                parts = tuple(None if part is None else np.asarray(part)[keep] for part in parts)
+            self.recorder.add(*parts)
         E = lane.game.num_envs
         self.env_steps += E
         self.counts["env_steps"] += E
@@ -617,4 +650,5 @@ class Lanes:
         lane.episode = np.arange(self._next_episode, self._next_episode + E)
         self._next_episode += E
         lane.decisions[:] = 0
+        self._open(lane, np.arange(E))
         lane.pending, lane.prepared, lane.learner_pending = None, False, []

@@ -124,7 +124,8 @@ class Harness:
     frozen opponents in process, the learner's newest policy as its live self."""
 
     def __init__(self, k: int, keep_groups: bool, envs: int = 24, lanes: int = 2, game: str = "kuhn_poker",
-                 self_id: str | None = None, search=None, served=None, **kwargs):
+                 self_id: str | None = None, search=None, served=None, learner=None, opening_plies: int = 0,
+                 **kwargs):
         torch.manual_seed(0)
         one = make_game(game, 1, **kwargs)
         spec = PolicySpec(one.obs_size, one.num_actions, (16,))
@@ -135,8 +136,10 @@ class Harness:
         self.live_asked: list[str] = []
         self.lanes = Lanes(games, k, MatchQueue(sampler(3).draw, batch=32), self.opponents, self.live_policy,
                            np.random.default_rng(4), lambda n: make_game(game, envs // lanes, seed=100 + n, **kwargs),
-                           keep_groups=keep_groups, self_id=self_id, search=search)
-        # ``served(policy)``: the learner's version 1 as a worker holds a served one
+                           keep_groups=keep_groups, self_id=self_id, search=search, opening_plies=opening_plies)
+        # ``served(policy)``: the learner's version 1 as a worker holds a served one; ``learner``: in its place
+        if learner is not None:
+            self.policies[1] = learner
         self.lanes.set_learner(1, self.policies[1] if served is None else served(self.policies[1]))
         self.lanes.start(first_group_id=1000)
 
@@ -206,6 +209,53 @@ def test_plain_lanes_report_every_finished_episode_and_its_transitions():
     assert batch.action_counts[LEARNER].sum() == decisions
     scores = batch.score.sum() / len(batch)
     assert 0.0 <= scores <= 1.0
+
+
+class FirstLegal:
+    """A deterministic policy: the lowest legal move."""
+
+    def act(self, obs, mask, generator=None):
+        n = len(mask)
+        return np.argmax(np.asarray(mask) > 0, axis=1), np.zeros(n, np.float32), np.zeros(n, np.float32)
+
+
+def self_play_positions(opening_plies: int) -> tuple[set, dict]:
+    """Tic-tac-toe lanes whose learner (and so its live self) plays ``FirstLegal``: the positions it
+    recorded in games against itself, and what the run counted."""
+    h = Harness(k=1, keep_groups=False, game="tic_tac_toe", self_id=LEARNER, learner=FirstLegal(),
+                opening_plies=opening_plies)
+    lanes = h.lanes
+    made = random = 0
+    openings = {}  # episode -> its random opening, games against itself
+    for _ in range(60):
+        for lane in lanes.lanes:
+            own = lane.live & (lane.opponent == lanes.self_code)
+            openings.update(zip(lane.episode[own].tolist(), lane.opening[own].tolist()))
+            assert (lane.opening[~own] == 0).all()  # games against others open as they are played
+        lanes.step()
+        for lane in lanes.lanes:
+            rows = lane.learner.rows
+            assert (lane.learner_opening == (lane.ply[rows] < lane.opening[rows])).all()
+            made, random = made + len(rows), random + int(lane.learner_opening.sum())
+    lanes.finish_prepared()
+    assert lanes.counts["game_errors"] == 0  # every random move was legal
+    key, obs, mask, actions, *_, self_play, _ = (np.concatenate(c) for c in zip(*lanes.recorder.chunks))
+    assert len(key) == made - random  # every decision recorded but those of the random openings
+    own = self_play.astype(bool)
+    # outside its openings the learner played its own (lowest legal) move, in every recorded decision
+    assert (actions[own] == np.argmax(mask[own] > 0, axis=1)).all()
+    return {o.tobytes() for o in obs[own]}, {"openings": list(openings.values()), "random": random}
+
+
+def test_self_play_games_open_with_random_moves_whose_decisions_are_not_recorded():
+    """A deterministic learner against itself meets one game's positions; with random openings of 0-3
+    moves (both seats'), many more, and none of its random moves is trained on."""
+    plain, counted = self_play_positions(0)
+    assert len(plain) <= 9 and counted["random"] == 0 and set(counted["openings"]) == {0}
+    opened, counted = self_play_positions(3)
+    assert len(opened) > 40 and counted["random"] > 0
+    drawn = np.bincount(counted["openings"], minlength=4)
+    assert len(drawn) == 4 and (drawn > 0).all()  # drawn from 0-3, each of them
 
 
 def test_a_search_learners_decisions_are_searched_and_carry_their_targets():
