@@ -1,6 +1,6 @@
 """Where a search learner's worker spends its time: searched moves/s and the search's split, side by side.
 
-    python -m bench.search [--seconds 10] [--config configs/tic_tac_toe.yaml ...]
+    python -m bench.search [--seconds 10] [--config configs/tic_tac_toe.yaml ...] [--envs 256 ...]
 
 For each config (default: tic-tac-toe, the Connect Four search config and the two Dots and Boxes
 examples), one process plays the config's ``rollout.envs_per_worker`` games with its network,
@@ -9,14 +9,14 @@ untrained, every move searched as its search learner searches (``policies.expert
 proven early stops before its simulations are spent) and the split of the search's time between
 the tree arrays (selection, backup, proofs in the tree: ``tree``), the forward passes
 (``evaluate``), the positions' copies and steps (``expand``) and the remembered proofs' keys and
-lookups (``proofs``), as shares of the whole; then one JSON line with the figures.
+lookups (``proofs``), as shares of the whole; then one JSON line with the figures. ``--envs N``
+(repeatable) measures each config at N games searched at once instead, one row each, side by side.
 The same code runs in the rollout worker; its pace there is this one's, shared with the game's
 own step and the worker's sending.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -28,6 +28,7 @@ import torch
 from envs import NO_ACTION, make_game
 from envs.base import utility_range
 from league.config import load_config
+from league.errors import ArgumentParser
 from policies.expert import MoveSearch
 from policies.net import build_policy, policy_spec
 
@@ -36,12 +37,13 @@ CONFIGS = ("configs/tic_tac_toe.yaml", "configs/connect_four_search.yaml", "exam
            "examples/dots_and_boxes/config_pettingzoo.yaml")
 
 
-def measure(config: str, seconds: float, seed: int = 0) -> dict:
+def measure(config: str, seconds: float, seed: int = 0, envs: int | None = None) -> dict:
+    """One row: ``config``'s search over ``envs`` games (None: its ``rollout.envs_per_worker``)."""
     path = ROOT / config
     sys.path.insert(0, str(path.parent))  # an example's game module sits beside its config
     try:
         cfg = load_config(path)
-        E = cfg.rollout.envs_per_worker
+        E = envs or cfg.rollout.envs_per_worker
         game = make_game(cfg.game.name, E, seed=seed, **cfg.game.kwargs)
     finally:
         sys.path.remove(str(path.parent))
@@ -69,16 +71,20 @@ def measure(config: str, seconds: float, seed: int = 0) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.search", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m bench.search", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--config", action="append", help="a config with search_learner settings (repeatable)")
+    parser.add_argument("--envs", action="append", type=int, metavar="N",
+                        help="games searched at once (repeatable; default: each config's rollout.envs_per_worker)")
     args = parser.parse_args(argv)
+    if any(n < 1 for n in args.envs or ()):
+        parser.error(f"--envs: must be >= 1, got {min(args.envs)}")
     torch.set_num_threads(1)
-    rows = [measure(c, args.seconds) for c in (args.config or CONFIGS)]
-    print(f"{'config':48} {'moves/s':>9} {'tree':>6} {'eval':>6} {'expand':>7} {'proofs':>7}")
+    rows = [measure(c, args.seconds, envs=n) for c in (args.config or CONFIGS) for n in (args.envs or [None])]
+    print(f"{'config':48} {'envs':>5} {'moves/s':>9} {'tree':>6} {'eval':>6} {'expand':>7} {'proofs':>7}")
     for r in rows:
         s = r["share"]
-        print(f"{r['config']:48} {r['searched_moves_per_s']:9.0f} "
+        print(f"{r['config']:48} {r['envs']:5d} {r['searched_moves_per_s']:9.0f} "
               f"{s.get('tree', 0):6.2f} {s.get('evaluate', 0):6.2f} {s.get('expand', 0):7.2f} {s.get('proofs', 0):7.2f}")
     print(json.dumps({"bench": "search", "seconds": args.seconds, "rows": rows}))
     return 0

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from bench import search
 
 
@@ -12,3 +14,18 @@ def test_the_search_bench_splits_the_whole_search_time_and_counts_moves(capsys):
     assert row["searched_moves_per_s"] > 0
     assert abs(sum(row["share"].values()) - 1.0) < 0.01 and set(row["share"]) == {"tree", "evaluate", "expand", "proofs"}
     assert 0 < row["search_share_of_loop"] <= 1.0
+
+
+def test_the_search_bench_measures_each_config_at_each_number_of_games_side_by_side(capsys):
+    assert search.main(["--seconds", "0.2", "--config", "configs/tic_tac_toe.yaml", "--envs", "8", "--envs", "32"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    rows = json.loads(out[-1])["rows"]
+    assert [(r["config"], r["envs"]) for r in rows] == [("configs/tic_tac_toe.yaml", 8), ("configs/tic_tac_toe.yaml", 32)]
+    assert all(r["searched_moves_per_s"] > 0 for r in rows) and len(out) == 4  # header, two rows, the JSON line
+
+
+def test_a_number_of_games_below_one_is_one_clear_line(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        search.main(["--envs", "0"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("nash-league: ") and "--envs" in err, err
