@@ -22,7 +22,7 @@ BEFORE_AUTO = {
     "configs/cluster.yaml": (2, 2048, "serve", 1, "auto", 0.0, 1, 2, "inprocess"),
     "configs/connect_four.yaml": (1, 1024, "inprocess", 1, "auto", 0.0, 0, 0, "inprocess"),
     "configs/connect_four_ppo.yaml": (1, 1024, "inprocess", 1, "auto", 0.0, 0, 0, "inprocess"),
-    "configs/connect_four_search.yaml": (1, 256, "inprocess", 1, "auto", 0.0, 0, 0, "inprocess"),
+    "configs/connect_four_search.yaml": (1, 1024, "inprocess", 1, "auto", 0.0, 0, 0, "inprocess"),
     "configs/dominant.yaml": (1, 256, "inprocess", 1, "auto", 0.0, 1, 1, "inprocess"),
     "configs/kuhn_poker.yaml": (1, 2048, "serve", 1, "auto", 0.0, 1, 2, "inprocess"),
     "configs/kuhn_selfplay.yaml": (1, 2048, "serve", 1, "auto", 0.0, 0, 0, "inprocess"),
