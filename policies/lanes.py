@@ -272,6 +272,7 @@ class Lane:
         self.ply = np.zeros(E, dtype=np.int64)  # moves made in the running episode, both seats'
         self.opening = np.zeros(E, dtype=np.int64)  # its first moves played at random (``opening_plies``)
         self.learner_opening = np.zeros(0, dtype=bool)  # the learner's decisions of the step played at random
+        # (empty when no game opens at random)
         self.slot = np.zeros(E, dtype=np.int64)  # row * k + slot in Groups
         self.version = np.zeros(E, dtype=np.int64)
         self.opponent = np.zeros(E, dtype=np.int64)  # the opponent's code (MatchQueue.names)
@@ -540,8 +541,9 @@ class Lanes:
         return a, logp, v
 
     def _take_learner_actions(self, lane: Lane, actions, logp, values) -> None:
-        actions = np.array(actions, dtype=np.int64)
-        lane.learner_opening = self._random_moves(lane, lane.learner, actions)
+        if self.opening_plies:
+            actions = np.array(actions, dtype=np.int64)
+            lane.learner_opening = self._random_moves(lane, lane.learner, actions)
         lane.learner_actions, lane.learner_logp, lane.learner_values = actions, logp, values
         self.action_counts += np.bincount(actions, minlength=self.num_actions)
 
@@ -584,7 +586,8 @@ class Lanes:
         if lane.pending is not None:
             lane.others_actions[lane.served] = self.opponents.result(lane.pending)
         lane.pending, lane.prepared = None, False
-        self._random_moves(lane, lane.others, lane.others_actions)
+        if self.opening_plies:
+            self._random_moves(lane, lane.others, lane.others_actions)
         try:
             done = lane.play.step(lane.learner, lane.learner_actions, lane.others, lane.others_actions)
         except Exception as exc:  # the game's own code (a user's game may raise): drop, restart, go on
