@@ -198,6 +198,11 @@ class VectorGame:
         return acts.astype(np.int64, copy=False)
 
 
+def uniform_legal(rng: np.random.Generator, mask: np.ndarray) -> np.ndarray:
+    """One action per row of ``mask`` (n, A), uniformly among its legal (non-zero) entries."""
+    return (rng.random(mask.shape) * np.asarray(mask)).argmax(axis=1)
+
+
 def utility_range(game: VectorGame) -> tuple[float, float]:
     """Smallest and largest return a seat can get in ``game``."""
     if hasattr(game, "utility_range"):  # declared by the game (a PettingZoo adapter)

@@ -17,7 +17,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs import make_game
-from envs.base import NO_ACTION
+from envs.base import NO_ACTION, uniform_legal
 
 
 def uniform_opponent(rng: np.random.Generator | None = None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
@@ -25,7 +25,7 @@ def uniform_opponent(rng: np.random.Generator | None = None) -> Callable[[np.nda
     rng = rng or np.random.default_rng()
 
     def act(obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return (rng.random(mask.shape) * mask).argmax(axis=1)
+        return uniform_legal(rng, mask)
 
     return act
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.base import NO_ACTION, VectorGame
+from envs.base import NO_ACTION, VectorGame, uniform_legal
 
 __all__ = ["check_game", "is_team_game"]
 
@@ -146,7 +146,7 @@ def _random_actions(game, movers: np.ndarray, rng: np.random.Generator) -> np.nd
         rows = np.flatnonzero(movers[:, s])
         if rows.size:
             _, mask = game.observe(s, rows)
-            actions[rows, s] = (rng.random(mask.shape) * np.asarray(mask)).argmax(axis=1)
+            actions[rows, s] = uniform_legal(rng, mask)
     return actions
 
 
@@ -218,7 +218,7 @@ def _team_actions(game, alive: np.ndarray, rng: np.random.Generator) -> np.ndarr
     actions = np.full(alive.shape, NO_ACTION, dtype=np.int64)
     for s in (0, 1):
         b = _check_side(game, s, alive)
-        actions[b.env, s, b.agent] = (rng.random(b.mask.shape) * b.mask).argmax(axis=1)
+        actions[b.env, s, b.agent] = uniform_legal(rng, b.mask)
     return actions
 
 

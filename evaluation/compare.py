@@ -131,6 +131,7 @@ import pyspiel
 import torch
 
 from envs import NO_ACTION, game_info, is_matrix_game, make_game
+from envs.base import uniform_legal
 from envs.openspiel import load_two_player_zero_sum
 from evaluation.anchors import parse_anchor, protocol_envs, score_against
 from evaluation.best_response import ProbeConfig, evaluate, probe
@@ -588,7 +589,7 @@ def random_stepping(game: str, params: dict, num_envs: int, seconds: float = 5.0
         actions = np.full((g.num_envs, 2, g.team_size), NO_ACTION, dtype=np.int64)
         for side in (0, 1):
             b = g.observe_side(side)
-            actions[b.env, side, b.agent] = (rng.random(b.mask.shape) * b.mask).argmax(axis=1)
+            actions[b.env, side, b.agent] = uniform_legal(rng, b.mask)
             agent_steps += len(b.env)
         g.step_team(actions)
         env_steps += g.num_envs

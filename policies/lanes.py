@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from envs.base import VectorGame
+from envs.base import VectorGame, uniform_legal
 from league.messages import EpisodeGroups, MatchAssignments, ResultBatch, ResultColumns
 from policies.expert import UnansweredEvaluation
 from policies.rollout import Decisions, EpisodeRecorder, Rollout, TwoSeatPlay, count_decisions
@@ -447,7 +447,7 @@ class Lanes:
         lane.ply[rows] = 0
         lane.opening[rows] = 0
         if self.opening_plies:
-            own = lane.live[rows] & (lane.opponent[rows] == self.self_code)
+            own = self._against_self(lane, rows)
             lane.opening[rows[own]] = self.rng.integers(0, self.opening_plies + 1, size=int(own.sum()))
 
     def _random_moves(self, lane: Lane, decisions: Decisions, actions: np.ndarray) -> np.ndarray:
@@ -455,9 +455,12 @@ class Lanes:
         ``actions`` there replaced by uniformly random legal moves."""
         opening = lane.ply[decisions.rows] < lane.opening[decisions.rows]
         if opening.any():
-            mask = np.asarray(decisions.mask[opening]) > 0
-            actions[opening] = np.argmax(np.where(mask, self.rng.random(mask.shape), -1.0), axis=1)
+            actions[opening] = uniform_legal(self.rng, decisions.mask[opening])
         return opening
+
+    def _against_self(self, lane: Lane, rows: np.ndarray) -> np.ndarray:
+        """Which of the environments ``rows`` play the learner against itself, live."""
+        return lane.live[rows] & (lane.opponent[rows] == self.self_code)
 
     def _prepare(self, lane: Lane, retried: bool = False) -> None:
         """Choose the learner's actions and send the opponents' request of one lane.
@@ -597,7 +600,7 @@ class Lanes:
         learner = lane.learner
         if len(learner):  # recorded once stepped: with the step's per-step rewards, where the game gives them
             rows = learner.rows
-            self_play = lane.live[rows] & (lane.opponent[rows] == self.self_code)
+            self_play = self._against_self(lane, rows)
             parts = (lane.episode[rows], learner.obs, learner.mask, lane.learner_actions, lane.learner_logp,
                      lane.learner_values, learner.agents, done.rewards, self_play, lane.learner_targets)
             if lane.learner_opening.any():
