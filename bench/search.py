@@ -11,6 +11,9 @@ the tree arrays (selection, backup, proofs in the tree: ``tree``), the forward p
 (``evaluate``), the positions' copies and steps (``expand``) and the remembered proofs' keys and
 lookups (``proofs``), as shares of the whole; then one JSON line with the figures. ``--envs N``
 (repeatable) measures each config at N games searched at once instead, one row each, side by side.
+``--clones`` also measures each OpenSpiel game on ``pyspiel`` clones (``envs.openspiel.OpenSpielStates``,
+the store every OpenSpiel game has) where it has a faster one of its own (Connect Four's bitboards),
+the row marked ``clones``.
 The same code runs in the rollout worker; its pace there is this one's, shared with the game's
 own step and the worker's sending.
 """
@@ -27,6 +30,7 @@ import torch
 
 from envs import NO_ACTION, make_game
 from envs.base import utility_range
+from envs.openspiel import OpenSpielStates
 from league.config import load_config
 from league.errors import ArgumentParser
 from policies.expert import MoveSearch
@@ -37,8 +41,9 @@ CONFIGS = ("configs/tic_tac_toe.yaml", "configs/connect_four_search.yaml", "exam
            "examples/dots_and_boxes/config_pettingzoo.yaml")
 
 
-def measure(config: str, seconds: float, seed: int = 0, envs: int | None = None) -> dict:
-    """One row: ``config``'s search over ``envs`` games (None: its ``rollout.envs_per_worker``)."""
+def measure(config: str, seconds: float, seed: int = 0, envs: int | None = None, clones: bool = False) -> dict:
+    """One row: ``config``'s search over ``envs`` games (None: its ``rollout.envs_per_worker``), its
+    positions in ``pyspiel`` clones where ``clones``."""
     path = ROOT / config
     sys.path.insert(0, str(path.parent))  # an example's game module sits beside its config
     try:
@@ -50,7 +55,8 @@ def measure(config: str, seconds: float, seed: int = 0, envs: int | None = None)
     torch.manual_seed(seed)
     model = build_policy(policy_spec(cfg.policy, game.obs_size, game.num_actions, game.obs_shape,
                                      game.channels_last)).eval()
-    search = MoveSearch(game, E, cfg.search_learner, utility_range(game), np.random.default_rng(seed))
+    store = (lambda capacity: OpenSpielStates(game.game, capacity, game.name)) if clones else None
+    search = MoveSearch(game, E, cfg.search_learner, utility_range(game), np.random.default_rng(seed), store=store)
     moves = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -64,7 +70,7 @@ def measure(config: str, seconds: float, seed: int = 0, envs: int | None = None)
     elapsed = time.perf_counter() - start
     profile = dict(search.profile)
     spent = sum(profile.values()) or 1.0
-    return {"config": config, "game": cfg.game.name, "envs": E, "simulations": cfg.search_learner.simulations,
+    return {"config": config, "game": cfg.game.name, "envs": E, "states": type(search.search.store).__name__, "clones": clones, "simulations": cfg.search_learner.simulations,
             "searched_moves_per_s": round(moves / elapsed, 1),
             "share": {k: round(v / spent, 3) for k, v in profile.items()},
             "search_share_of_loop": round(spent / elapsed, 3)}
@@ -76,15 +82,23 @@ def main(argv=None) -> int:
     parser.add_argument("--config", action="append", help="a config with search_learner settings (repeatable)")
     parser.add_argument("--envs", action="append", type=int, metavar="N",
                         help="games searched at once (repeatable; default: each config's rollout.envs_per_worker)")
+    parser.add_argument("--clones", action="store_true",
+                        help="also measure OpenSpiel games that have a store of their own on pyspiel clones")
     args = parser.parse_args(argv)
     if any(n < 1 for n in args.envs or ()):
         parser.error(f"--envs: must be >= 1, got {min(args.envs)}")
     torch.set_num_threads(1)
-    rows = [measure(c, args.seconds, envs=n) for c in (args.config or CONFIGS) for n in (args.envs or [None])]
+    rows = []
+    for c in args.config or CONFIGS:
+        for n in args.envs or [None]:
+            rows.append(measure(c, args.seconds, envs=n))
+            if args.clones and rows[-1]["states"] == "ConnectFourStates":  # the one OpenSpiel game with its own
+                rows.append(measure(c, args.seconds, envs=n, clones=True))
     print(f"{'config':48} {'envs':>5} {'moves/s':>9} {'tree':>6} {'eval':>6} {'expand':>7} {'proofs':>7}")
     for r in rows:
         s = r["share"]
-        print(f"{r['config']:48} {r['envs']:5d} {r['searched_moves_per_s']:9.0f} "
+        label = r["config"] + (" clones" if r["clones"] else "")
+        print(f"{label:48} {r['envs']:5d} {r['searched_moves_per_s']:9.0f} "
               f"{s.get('tree', 0):6.2f} {s.get('evaluate', 0):6.2f} {s.get('expand', 0):7.2f} {s.get('proofs', 0):7.2f}")
     print(json.dumps({"bench": "search", "seconds": args.seconds, "rows": rows}))
     return 0

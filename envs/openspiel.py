@@ -400,6 +400,13 @@ def why_not_searchable(game: pyspiel.Game, name: str) -> str | None:
             f"taking turns; " + " and ".join(problems))
 
 
+def is_standard_connect_four(game: pyspiel.Game) -> bool:
+    """OpenSpiel's ``connect_four`` on its usual board (6 by 7, four in a row, the shared observation):
+    the game ``envs.connect_four``'s bitboards play."""
+    return game.get_type().short_name == "connect_four" and dict(game.get_parameters()) == {
+        "columns": 7, "rows": 6, "x_in_row": 4, "egocentric_obs_tensor": False}
+
+
 class OpenSpielStates:
     """``envs.states.StateStore`` of an OpenSpiel game: one ``pyspiel.State`` per slot."""
 

@@ -13,7 +13,8 @@ and its positions in one store; the store's slots are the tree's nodes.
 Which games have one (``state_store``):
 
 - OpenSpiel's deterministic perfect-information sequential two-player games (tic-tac-toe,
-  Connect Four, ...), by ``state.clone()``;
+  Connect Four, ...), by ``state.clone()``; the standard Connect Four board by bitboards instead
+  (``envs.connect_four``: the same positions, a batch of moves in a few numpy operations);
 - a user's ``VectorGame`` that declares ``perfect_information = True`` and offers
   ``copy_state(e)`` and ``restore_state(e, state)`` (``envs.custom``);
 - a PettingZoo AEC game whose environment declares ``perfect_information = True``, by
@@ -87,12 +88,16 @@ def state_store(game: VectorGame, capacity: int) -> StateStore:
     # imported here: those modules build on this one's Positions and NotSearchable
     from envs.custom import VectorGameStates
     from envs.matrix import MatrixGame
-    from envs.openspiel import OpenSpielGame, OpenSpielStates
+    from envs.openspiel import OpenSpielGame, OpenSpielStates, is_standard_connect_four
     from envs.pettingzoo import PettingZooGame, PettingZooStates, declares_perfect_information
     from envs.teams import ParallelTeamGame
 
     name = game.name
     if isinstance(game, OpenSpielGame):
+        if is_standard_connect_four(game.game):
+            from envs.connect_four import ConnectFourStates
+
+            return ConnectFourStates(capacity)
         return OpenSpielStates(game.game, capacity, name)
     if isinstance(game, MatrixGame):
         raise NotSearchable(f"{name}: search and exact enumeration need players taking turns; in a matrix game "

@@ -23,6 +23,8 @@ TAKEAWAY = "pettingzoo:tests.data.takeaway:env"
 # (game name, params, random moves played, store kind)
 GAMES = [
     ("tic_tac_toe", {}, 40, "OpenSpielStates"),
+    ("connect_four", {}, 120, "ConnectFourStates"),
+    ("connect_four", {"rows": 5}, 120, "OpenSpielStates"),  # not the standard board: no bitboards
     ("boxes.vector:DotsAndBoxes", {"rows": 2, "cols": 2}, 40, "VectorGameStates"),
     ("pettingzoo:boxes.aec:env", {"rows": 2, "cols": 2}, 40, "PettingZooStates"),
     (TAKEAWAY, {}, 60, "PettingZooStates"),
@@ -86,13 +88,33 @@ def play_both_ways(game, store, moves: int, seed: int) -> int:
     return ended
 
 
-@pytest.mark.parametrize("name,params,moves,kind", GAMES, ids=[g[0] for g in GAMES])
+@pytest.mark.parametrize("name,params,moves,kind", GAMES, ids=[f"{g[0]}{g[1] or ''}" for g in GAMES])
 def test_the_store_shows_the_positions_the_adapter_shows(name, params, moves, kind):
     game = make_game(name, 4, seed=3, **params)
     store = state_store(game, 8)
     assert type(store).__name__ == kind and store.capacity == 8
     assert (store.num_actions, store.obs_size) == (game.num_actions, game.obs_size)
     assert play_both_ways(game, store, moves, seed=5) >= 4
+
+
+def test_connect_four_bitboards_end_every_game_as_openspiel_does():
+    """256 random games at once, and a game that fills the board without four in a row (a draw,
+    found by random play and checked by OpenSpiel): every position, win and draw as ``pyspiel``'s."""
+    import pyspiel
+
+    game = make_game("connect_four", 256, seed=11)
+    assert play_both_ways(game, state_store(game, 512), 50, seed=12) >= 256
+    drawn = [int(c) for c in "555054466351352123041430222100021613443666"]
+    state = pyspiel.load_game("connect_four").new_initial_state()
+    for a in drawn:
+        state.apply_action(a)
+    assert state.is_terminal() and state.returns() == [0.0, 0.0]
+    store = state_store(make_game("connect_four", 1, seed=0), 2)
+    pos = store.set_initial([0])
+    for t, a in enumerate(drawn):
+        assert not (pos.player == TERMINAL).any() and pos.mask[0, a]
+        pos = store.expand([t % 2], [a], [(t + 1) % 2])
+    assert pos.player[0] == TERMINAL and pos.returns[0].tolist() == [0.0, 0.0]
 
 
 def test_a_vector_store_expands_in_chunks_and_from_a_copy_of_a_game_built_directly():
@@ -144,11 +166,12 @@ def slots_after(store, *lines):
 
 @pytest.mark.parametrize("name,params,same,other", [
     ("tic_tac_toe", {}, ([0, 4, 8], [8, 4, 0]), [0, 4, 7]),
+    ("connect_four", {}, ([0, 1, 2], [2, 1, 0]), [0, 1, 3]),
     # three lines that close no box, in either order (who drew a line is not part of the position)
     ("boxes.vector:DotsAndBoxes", {}, ([0, 1, 4], [4, 1, 0]), [0, 1, 5]),
     ("pettingzoo:boxes.aec:env", {}, ([0, 1, 4], [4, 1, 0]), [0, 1, 5]),
     (TAKEAWAY, {}, ([0, 1], [1, 0]), [2, 0]),  # 1 then 2 stones, 2 then 1; 3 then 1
-], ids=["tic_tac_toe", "dots_and_boxes", "dots_and_boxes_aec", "takeaway"])
+], ids=["tic_tac_toe", "connect_four", "dots_and_boxes", "dots_and_boxes_aec", "takeaway"])
 def test_transposed_positions_have_one_key(name, params, same, other):
     store = state_store(make_game(name, 1, seed=0, **params), 16)
     a, b, c = slots_after(store, *same, other)

@@ -228,6 +228,25 @@ def test_same_seed_same_result_and_reuse():
     assert all(first.profile[k] > 0 for k in ("tree", "evaluate", "expand"))
 
 
+def test_connect_fours_bitboards_search_as_its_clones_do():
+    """The same searches (proofs remembered) over the bitboard store and over ``pyspiel`` clones: every
+    result equal, down to the proven positions remembered."""
+    from envs.openspiel import OpenSpielStates
+
+    game = positions("connect_four", [[3, 3, 4, 4, 2, 2], [0, 6, 1, 5, 2, 5], [3, 4, 3, 4, 3, 4], [6, 6, 6, 5, 5, 0]])
+    net = deterministic_net(7, state_store(game, 1).obs_size)
+    s = SearchSettings(simulations=48, considered=4, proof_table=10_000)
+    bits = search(game, s, seed=2)
+    clones = BatchedSearch(lambda capacity: OpenSpielStates(game.game, capacity), 4, s, np.random.default_rng(2))
+    assert type(bits.store).__name__ == "ConnectFourStates"
+    for _ in range(2):  # the second time, from what the first remembered
+        a, b = bits.run(net, game, np.arange(4)), clones.run(net, game, np.arange(4))
+        for name in ("action", "policy", "value", "proven"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert a.proven[2] == 1  # three in a column with the fourth cell free: a win in one
+    assert len(bits.table) == len(clones.table) > 0 and sorted(bits.table.values()) == sorted(clones.table.values())
+
+
 def test_halving_schedule_is_mctx():
     # the expected sequences of mctx's seq_halving_test.py (Sequential Halving's visit schedule)
     table = halving_schedule(8, 47)
