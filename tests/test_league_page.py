@@ -60,7 +60,8 @@ def league(ray_local, tmp_path_factory):
     cfg, info = load(["--config", "configs/smoke.yaml", "game.name=connect_four", f"run.storage={storage / 'run'}",
                       "run.max_minutes=30", f"serve.port={PORT}", "roles.main_exploiter.count=0",
                       "roles.league_exploiter.count=0", "rollout.envs_per_worker=32", "evaluator.count=1",
-                      "evaluator.exact=false", f"league.seed_snapshots={json.dumps(seeds)}"])
+                      "evaluator.exact=false", "evaluator.probe_every_seconds=0", "anchors=[]",
+                      f"league.seed_snapshots={json.dumps(seeds)}"])
     lg = LeagueRun(cfg, info)
     lg.supervise()
     deadline = time.time() + 120

@@ -52,6 +52,7 @@ def running_league(folder, config: str, game: str, params: dict, *overrides: str
                       "roles.main_exploiter.count=0", "roles.league_exploiter.count=0", "policy.hidden=[32,32]",
                       "rollout.envs_per_worker=16", "rollout.steps_per_batch=512", "evaluator.count=1",
                       "evaluator.games_per_pair=16", "league.nash_every_seconds=2",
+                      "evaluator.probe_every_seconds=0", "anchors=[]",
                       f"league.seed_snapshots={json.dumps(seeds)}", *overrides])
     lg = LeagueRun(cfg, info)
     try:

@@ -37,7 +37,8 @@ def first_update_parameters(tmp_path, seed: int) -> dict[str, torch.Tensor]:
     storage = tmp_path / f"seed{seed}-{time.monotonic_ns()}"
     run = LeagueRun.start("configs/smoke.yaml", {
         "run.storage": str(storage), "run.seed": seed, "roles.main_exploiter.count": 0,
-        "roles.league_exploiter.count": 0, "evaluator.count": 0, "serve.api": False,
+        "roles.league_exploiter.count": 0, "evaluator.count": 0, "evaluator.probe_every_seconds": 0,
+        "anchors": [], "serve.api": False,
         "rollout.opponent_inference": "inprocess", "roles.main_agent.snapshot_every_steps": 1024})
     try:
         deadline = time.time() + 180
