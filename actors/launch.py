@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from actors.preflight import DEFAULT_CONFIG, cache_warning, check_store, load_checked
+from actors.preflight import DEFAULT_CONFIG, cache_warning, check_store, load_checked, resume_warning
 from actors.progress import progress_line
 from league.config import ConfigError
 from league.errors import ArgumentParser, fail
@@ -66,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         check_store(cfg)
     except ConfigError as exc:
         return fail("config", exc)
-    warning = cache_warning(cfg, info)
-    if warning:
-        print(f"nash-league: warning: {warning}", file=sys.stderr, flush=True)
+    for warning in (cache_warning(cfg, info), resume_warning(cfg)):
+        if warning:
+            print(f"nash-league: warning: {warning}", file=sys.stderr, flush=True)
     # After the checks, so that a bad config is one line without importing Ray (and the actors).
     from actors.league_run import LeagueRun
     from actors.runtime import RaySession, StorageInUse

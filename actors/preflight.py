@@ -26,7 +26,7 @@ from evaluation.anchors import check_anchor
 from evaluation.exploitability import is_exact
 from evaluation.search import check_searchable
 from league.config import Config, ConfigError, load_config, parse_override
-from league.store import recorded_game
+from league.store import recorded_game, recorded_meta
 from policies.net import PolicyNetError, build_policy, policy_spec
 from policies.snapshot import snapshot_spec, weight_bytes
 
@@ -100,6 +100,28 @@ def cache_warning(cfg: Config, info: GameInfo) -> str | None:
             f"({snapshot_bytes / 1024:.0f} KB each) but league.pool_max_size is {cfg.league.pool_max_size}: "
             f"processes that play the whole pool will reload most opponents from the store once it holds more; "
             f"raise snapshots.cache_mb to {need_mb} or lower league.pool_max_size to {fits} (docs/operations.md)")
+
+
+def resume_warning(cfg: Config) -> str | None:
+    """A warning when ``run.storage`` holds a league whose roles learned another way (``ppo`` or
+    ``search``) than this config's: each learner resumes from its checkpoint, network and optimizer,
+    and goes on learning the config's way. None for a new run, an old store that kept no config, or
+    learners unchanged."""
+    meta = recorded_meta(cfg.run.storage)
+    recorded = (meta or {}).get("config")
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("roles"), dict):
+        return None
+    changed = []
+    for role, role_cfg in cfg.roles.items():
+        before = recorded["roles"].get(role)
+        if role_cfg.count != 0 and isinstance(before, dict) and before.get("count", 0) != 0:
+            was = before.get("learner", "ppo")
+            if was != role_cfg.learner:
+                changed.append(f"{role} learned with {was}")
+    if not changed:
+        return None
+    return (f"run.storage {cfg.run.storage} holds a league whose {', '.join(changed)}: its learners resume from "
+            f"their checkpoints and learn as this config says from here; a new run.storage starts afresh")
 
 
 def _check_search_learners(cfg: Config, info: GameInfo) -> None:

@@ -91,10 +91,10 @@ def game_of(game: Any, config: Any) -> str | None:
     return game if isinstance(game, str) and game else None
 
 
-def recorded_game(storage: str | os.PathLike) -> str | None:
-    """The game of the league stored in ``storage``, read read-only (SQLite ``mode=ro``) from any
-    store version; None when there is no store there, or none that can be read (whoever opens it
-    says what is wrong with it)."""
+def recorded_meta(storage: str | os.PathLike) -> dict[str, Any] | None:
+    """The ``game`` and ``config`` meta of the league stored in ``storage`` (each absent where the
+    store has none), read read-only (SQLite ``mode=ro``) from any store version; None when there is
+    no store there, or none that can be read (whoever opens it says what is wrong with it)."""
     path = db_path(Path(storage).expanduser())
     if not path.is_file() or path.stat().st_size == 0:
         return None
@@ -104,9 +104,15 @@ def recorded_game(storage: str | os.PathLike) -> str | None:
             meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('game', 'config')").fetchall())
         finally:
             db.close()
-        return game_of(*(json.loads(meta[k]) if k in meta else None for k in ("game", "config")))
+        return {k: json.loads(v) for k, v in meta.items()}
     except (sqlite3.Error, ValueError):
         return None
+
+
+def recorded_game(storage: str | os.PathLike) -> str | None:
+    """The game of the league stored in ``storage`` (``recorded_meta``); None where it says none."""
+    meta = recorded_meta(storage)
+    return None if meta is None else game_of(meta.get("game"), meta.get("config"))
 
 
 _encoder = json.JSONEncoder(check_circular=False, separators=(",", ":"))

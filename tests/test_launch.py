@@ -13,7 +13,7 @@ import requests
 import actors.runtime
 from actors import launch
 from actors.outbox import ledgers, node_run_dir
-from actors.preflight import check_store
+from actors.preflight import check_store, resume_warning
 from league.store import recorded_game
 from actors.runtime import SESSION_NAME, StorageInUse, reap_leftovers, session_processes
 from league.config import ConfigError, load_config
@@ -106,6 +106,30 @@ def test_a_store_of_another_game_is_refused_before_ray_starts(tmp_path, monkeypa
                      "give connect_four a new storage folder (run.storage=NEW_FOLDER), or resume that run with its "
                      "kuhn_poker config"]
     assert db.read_bytes() == before
+
+
+def test_resuming_a_league_that_learned_another_way_warns_in_one_line_and_starts(tmp_path, monkeypatch, capsys):
+    """A Connect Four store of the PPO config, resumed with the search config: one warning line naming
+    the role and how it learned, then the launch goes on; the store is read, not written."""
+    ppo = load_config("configs/connect_four_ppo.yaml", [f"run.storage={tmp_path}"])
+    with LeagueStore(tmp_path) as store:
+        store.set_meta("game", "connect_four")
+        store.set_meta("config", ppo.to_dict())
+    before = (tmp_path / "league.db").read_bytes()
+    assert resume_warning(ppo) is None  # the same config: nothing to say
+    monkeypatch.setattr(actors.runtime, "RaySession", _no_ray)
+    with pytest.raises(AssertionError, match="went on to start Ray"):
+        launch.main(["--config", "configs/connect_four_search.yaml", f"run.storage={tmp_path}"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"nash-league: warning: run.storage {tmp_path} holds a league whose main_agent learned with ppo: "
+                     "its learners resume from their checkpoints and learn as this config says from here; a new "
+                     "run.storage starts afresh"]
+    assert (tmp_path / "league.db").read_bytes() == before
+    search = load_config("configs/connect_four_search.yaml", [f"run.storage={tmp_path}"])
+    with LeagueStore(tmp_path) as store:  # a store that kept no config (or a new run) warns of nothing
+        store.set_meta("config", None)
+    assert resume_warning(search) is None and resume_warning(load_config(
+        "configs/connect_four_search.yaml", [f"run.storage={tmp_path / 'new'}"])) is None
 
 
 def test_the_store_check_passes_a_store_of_the_same_game_and_what_is_not_a_store(tmp_path):
