@@ -70,7 +70,8 @@ def measure(config: str, seconds: float, seed: int = 0, envs: int | None = None,
     elapsed = time.perf_counter() - start
     profile = dict(search.profile)
     spent = sum(profile.values()) or 1.0
-    return {"config": config, "game": cfg.game.name, "envs": E, "states": type(search.search.store).__name__, "clones": clones, "simulations": cfg.search_learner.simulations,
+    return {"config": config, "game": cfg.game.name, "envs": E, "states": type(search.search.store).__name__,
+            "clones": clones, "simulations": cfg.search_learner.simulations,
             "searched_moves_per_s": round(moves / elapsed, 1),
             "share": {k: round(v / spent, 3) for k, v in profile.items()},
             "search_share_of_loop": round(spent / elapsed, 3)}
