@@ -55,8 +55,9 @@ def measure(config: str, seconds: float, seed: int = 0, envs: int | None = None,
     torch.manual_seed(seed)
     model = build_policy(policy_spec(cfg.policy, game.obs_size, game.num_actions, game.obs_shape,
                                      game.channels_last)).eval()
-    store = (lambda capacity: OpenSpielStates(game.game, capacity, game.name)) if clones else None
-    search = MoveSearch(game, E, cfg.search_learner, utility_range(game), np.random.default_rng(seed), store=store)
+    clone_store = (lambda capacity: OpenSpielStates(game.game, capacity, game.name)) if clones else None
+    search = MoveSearch(game, E, cfg.search_learner, utility_range(game), np.random.default_rng(seed),
+                        store_factory=clone_store)
     moves = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:

@@ -55,9 +55,10 @@ class ConnectFourStates:
         player = self.mover[slots]
         live = player != TERMINAL
         returns = np.zeros((n, 2))
-        won = ~live & (self.winner[slots] >= 0)
-        returns[won, self.winner[slots][won]] = 1.0
-        returns[won, 1 - self.winner[slots][won]] = -1.0
+        winner = self.winner[slots]
+        won = np.flatnonzero(~live & (winner >= 0))
+        returns[won, winner[won]] = 1.0
+        returns[won, 1 - winner[won]] = -1.0
         pieces = (self.boards[slots][:, :, None] >> _BIT[None, None, :]) & _ONE  # (n, 2, 42)
         obs = np.zeros((n, 3, CELLS), dtype=np.float32)
         obs[:, :2] = pieces

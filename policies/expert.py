@@ -188,15 +188,16 @@ class MoveSearch:
     ``rebuild()`` starts the search and its position store anew (after the game raised in them)."""
 
     def __init__(self, game, max_roots: int, cfg: SearchLearnerConfig, value_range: tuple[float, float],
-                 rng: np.random.Generator, store=None):
+                 rng: np.random.Generator, store_factory=None):
         from envs.states import state_store
         from policies.tree_search import BatchedSearch, SearchSettings
 
         settings = SearchSettings(simulations=cfg.simulations, considered=cfg.considered, c_visit=cfg.c_visit,
                                   c_scale=cfg.c_scale, value_range=tuple(float(v) for v in value_range),
                                   proof_table=cfg.proof_table)
-        store = store or (lambda capacity: state_store(game, capacity))  # capacity -> the positions' StateStore
-        self.rebuild = lambda: setattr(self, "search", BatchedSearch(store, int(max_roots), settings, rng))
+        # capacity -> the positions' StateStore: the game's own unless another is given (bench.search)
+        store_factory = store_factory or (lambda capacity: state_store(game, capacity))
+        self.rebuild = lambda: setattr(self, "search", BatchedSearch(store_factory, int(max_roots), settings, rng))
         self.rebuild()
         self.positions = 0  # roots searched
 

@@ -184,7 +184,8 @@ def run_league(storage, game: str, *overrides, until, timeout=120.0, config="con
     from actors.league_run import LeagueRun
 
     cfg, info = load(["--config", config, f"game.name={game}", f"run.storage={storage}",
-                      "serve.api=false", "rollout.opponent_inference=inprocess", "evaluator.probe_every_seconds=0", "anchors=[]",
+                      "serve.api=false", "rollout.opponent_inference=inprocess", "evaluator.probe_every_seconds=0",
+                      "anchors=[]",
                       "evaluator.exact=false", "evaluator.games_per_pair=16", "rollout.envs_per_worker=16",
                       "roles.league_exploiter.count=0", *overrides])
     league = LeagueRun(cfg, info)
