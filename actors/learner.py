@@ -39,7 +39,7 @@ from league.objectives import LearnerObjective, ShaperError
 from league.seeds import seed_int
 from monitoring.metrics import LeagueMetrics
 from policies.device import resolve_device
-from policies.net import average_rate, build_policy, follow, policy_spec
+from policies.net import architecture_changes, average_rate, build_policy, follow, policy_spec
 from policies import expert
 from policies.replica_group import ReplicaGroup
 from policies.ppo import make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr
@@ -107,9 +107,10 @@ class LearnerImpl:
             self.step = int(extra.get("step", checkpoint.step))
             self.shaping.restore(extra.get("shaper_state"))
             log.info("%s resumed at version %d, step %d", learner_id, self.version, self.step)
-            if (self.model.spec.net, self.model.spec.args) != (self.spec.net, self.spec.args):
-                log.warning("%s resumed its checkpoint's network (policy.net %s); the config's policy.net %s "
-                            "applies to a fresh run only", learner_id, self.model.spec.net, self.spec.net)
+            changes = architecture_changes(self.model.spec, self.spec)
+            if changes:
+                log.warning("%s resumed its checkpoint's network (%s); the config's policy applies to a fresh "
+                            "run only", learner_id, "; ".join(changes))
         log.info("%s trains on %s (replica %d of %d)", learner_id, self.device, self.rank + 1, self.replicas)
         # magnet-regularised PPO (policies.ppo): the magnet starts at the policy and follows it
         saved_state = checkpoint.state if checkpoint is not None else None

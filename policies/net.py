@@ -166,6 +166,16 @@ def model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
+ARCHITECTURE = ("net", "hidden", "activation", "channels", "blocks", "args")  # what a resumed network keeps
+
+
+def architecture_changes(saved: PolicySpec, wanted: PolicySpec) -> list[str]:
+    """How ``saved`` (a checkpoint's network) differs in shape or kind from ``wanted`` (the config's),
+    as ``"activation tanh, not relu"``; empty when a resumed network is the one the config builds."""
+    return [f"{name} {getattr(saved, name)}, not {getattr(wanted, name)}" for name in ARCHITECTURE
+            if getattr(saved, name) != getattr(wanted, name)]
+
+
 def follow(follower: nn.Module, model: nn.Module, rate: float) -> None:
     """Move ``follower`` (a network of ``model``'s shape) a fraction ``rate`` towards ``model``:
     an exponential moving average of its parameters and floating buffers; other buffers are copied."""

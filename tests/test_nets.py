@@ -475,3 +475,14 @@ def test_bench_nets_stacked_prints_both_passes_and_the_one_stacked_probs_picks(c
         assert line["stacked_probs_picks"] == ("stacked" if line["weights"] <= STACK_MAX_WEIGHTS else "one pass each")
         assert set(line["shapes"]) == {f"{g}x{n}" for g, n in STACK_SHAPES}
         assert all(s["stacked_ms"] > 0 and s["one_each_ms"] > 0 for s in line["shapes"].values())
+
+
+def test_architecture_changes_name_what_a_resumed_network_keeps():
+    from policies.net import PolicySpec, architecture_changes
+
+    saved = PolicySpec(obs_size=126, num_actions=7, hidden=(256, 256), activation="tanh")
+    assert architecture_changes(saved, PolicySpec(obs_size=126, num_actions=7, hidden=[256, 256])) == []
+    relu = PolicySpec(obs_size=126, num_actions=7, hidden=(256, 256), activation="relu")
+    assert architecture_changes(saved, relu) == ["activation tanh, not relu"]
+    wider = PolicySpec(obs_size=126, num_actions=7, hidden=(512,), activation="relu", search_value=True)
+    assert architecture_changes(saved, wider) == ["hidden (256, 256), not (512,)", "activation tanh, not relu"]
