@@ -27,7 +27,7 @@ from evaluation.exploitability import is_exact
 from evaluation.search import check_searchable
 from league.config import Config, ConfigError, load_config, parse_override
 from league.store import recorded_game, recorded_meta
-from policies.net import PolicyNetError, build_policy, policy_spec
+from policies.net import ARCHITECTURE, PolicyNetError, build_policy, policy_spec
 from policies.snapshot import snapshot_spec, weight_bytes
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "kuhn_poker.yaml"
@@ -104,9 +104,10 @@ def cache_warning(cfg: Config, info: GameInfo) -> str | None:
 
 def resume_warning(cfg: Config) -> str | None:
     """A warning when ``run.storage`` holds a league whose roles learned another way (``ppo`` or
-    ``search``) than this config's: each learner resumes from its checkpoint, network and optimizer,
-    and goes on learning the config's way. None for a new run, an old store that kept no config, or
-    learners unchanged."""
+    ``search``) than this config's, or whose network was another (``policy.net``, ``hidden``,
+    ``activation``, ...): each learner resumes from its checkpoint, network and optimizer, keeps
+    that network, and goes on learning the config's way. None for a new run, an old store that kept
+    no config, or nothing changed."""
     meta = recorded_meta(cfg.run.storage)
     recorded = (meta or {}).get("config")
     if not isinstance(recorded, dict) or not isinstance(recorded.get("roles"), dict):
@@ -118,10 +119,29 @@ def resume_warning(cfg: Config) -> str | None:
             was = before.get("learner", "ppo")
             if was != role_cfg.learner:
                 changed.append(f"{role} learned with {was}")
+    changed = [", ".join(changed)] if changed else []
+    network = _network_changes(recorded.get("policy"), cfg)
+    if network:
+        changed.append(f"network had {', '.join(network)}")
     if not changed:
         return None
-    return (f"run.storage {cfg.run.storage} holds a league whose {', '.join(changed)}: its learners resume from "
-            f"their checkpoints and learn as this config says from here; a new run.storage starts afresh")
+    return (f"run.storage {cfg.run.storage} holds a league whose {' and whose '.join(changed)}: its learners resume "
+            f"from their checkpoints, networks included, and learn as this config says from here; a new "
+            f"run.storage starts afresh")
+
+
+def _network_changes(before: Any, cfg: Config) -> list[str]:
+    """The recorded config's network settings (``policies.net.ARCHITECTURE``) that differ from
+    ``cfg``'s, as ``"policy.activation tanh, not relu"``; a setting the record lacks is not compared."""
+    if not isinstance(before, dict):
+        return []
+    out = []
+    for name in ARCHITECTURE:
+        was, now = before.get(name), getattr(cfg.policy, name)
+        if name in before and (list(was) if isinstance(was, (list, tuple)) else was) != (
+                list(now) if isinstance(now, (list, tuple)) else now):
+            out.append(f"policy.{name} {was}, not {now}")
+    return out
 
 
 def _check_search_learners(cfg: Config, info: GameInfo) -> None:

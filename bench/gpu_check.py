@@ -2,13 +2,13 @@
 16 cores and one H100 or H200, from the repository root after ``make setup``.
 
     python -m bench.gpu_check [--out DIR] [--budget 470] [--league-minutes 3] [--set KEY=VALUE ...]
-        [--config configs/connect_four.yaml] [--league NAME=KEY=VALUE,... ...] [--skip-scale] [--skip-leagues]
+        [--config configs/connect_four_ppo.yaml] [--league NAME=KEY=VALUE,... ...] [--skip-scale] [--skip-leagues]
 
 Writes every step's output to ``--out`` (default ``$OUT``, else ``runs/gpu_check``), then prints a
 summary and writes it to ``summary.json`` there. The steps, one after another, each with its own
 timeout so that one failure does not eat the budget:
 
-1. ``bench.learner`` on ``--device cpu`` and on ``--device cuda`` (configs/connect_four.yaml, the
+1. ``bench.learner`` on ``--device cpu`` and on ``--device cuda`` (configs/connect_four_ppo.yaml, the
    config's minibatch and 4x it): trained decisions/s and the GPU's ratio to one CPU core;
 2. ``bench.scale --device cuda`` for this machine (``--cores`` this machine's, one GPU): the unit
    costs here, the GPU learner's speed-up, and the predicted pace and bound;
@@ -23,7 +23,7 @@ After each league the error and warning lines of its actors' logs (Ray's session
 
 ``--league NAME=KEY=VALUE,KEY=VALUE`` (repeatable; ``NAME=`` for none) replaces steps 3 and 4 with
 leagues of those overrides, e.g. a search config's leaves in the workers and served:
-``--config configs/connect_four_search.yaml --league auto= --league served=rollout.policy_inference=serve``.
+``--config configs/connect_four.yaml --league auto= --league served=rollout.policy_inference=serve``.
 Each league's store is kept in ``--out`` under its name, so that its networks can be scored later
 on another machine (``evaluation.anchor_scores --storage``).
 
@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG = "configs/connect_four.yaml"
+CONFIG = "configs/connect_four_ppo.yaml"
 AUTO_OVERRIDES: list[str] = []  # launcher overrides on top of the config's auto sizing, e.g. "learner.num_gpus=1"
 REPLICA_OVERRIDES = ["learner.replicas=2"]
 LEAGUE_OVERHEAD_S = 60.0  # Ray's start, the actors' start, the stop's flush

@@ -1,6 +1,6 @@
 """What one learner can train a second, without Ray: the update path of ``actors.learner``.
 
-    python -m bench.learner [--config configs/connect_four.yaml] [--device cpu|cuda]
+    python -m bench.learner [--config configs/connect_four_ppo.yaml] [--device cpu|cuda]
         [--minibatch N ...] [--updates 5] [--set KEY=VALUE ...]
 
 A league whose workers wait on their learner (backpressure) runs at the learner's pace, and a
@@ -110,7 +110,7 @@ def bench(config: str, overrides: list[str], device_name: str, minibatches: list
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.learner", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default=str(ROOT / "configs" / "connect_four.yaml"))
+    parser.add_argument("--config", default=str(ROOT / "configs" / "connect_four_ppo.yaml"))
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     parser.add_argument("--minibatch", type=int, action="append", metavar="N",
                         help="PPO minibatch size (repeatable; default the config's and 4x it)")

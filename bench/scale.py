@@ -1,6 +1,6 @@
 """What a league's pace would be on another machine, from unit costs measured on this one, without Ray.
 
-    python -m bench.scale [--config configs/connect_four.yaml] [--set KEY=VALUE ...]
+    python -m bench.scale [--config configs/connect_four_ppo.yaml] [--set KEY=VALUE ...]
         [--cores 16] [--gpus 1] [--nodes 1] [--workers N] [--replicas R]
         [--device cpu|cuda] [--learner-speedup K] [--seconds 10] [--updates 3]
 
@@ -332,7 +332,7 @@ def report(config: str, cfg: Config, measured: dict, machine: Machine, predictio
 
 def main(argv=None) -> int:
     parser = ArgumentParser(prog="python -m bench.scale", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default=str(ROOT / "configs" / "connect_four.yaml"))
+    parser.add_argument("--config", default=str(ROOT / "configs" / "connect_four_ppo.yaml"))
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a dotted config override")
     parser.add_argument("--cores", type=float, default=16.0, help="cores a node (default 16)")
     parser.add_argument("--gpus", type=int, default=0, help="GPUs a node (default 0)")

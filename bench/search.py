@@ -37,7 +37,7 @@ from policies.expert import MoveSearch
 from policies.net import build_policy, policy_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ("configs/tic_tac_toe.yaml", "configs/connect_four_search.yaml", "examples/dots_and_boxes/config.yaml",
+CONFIGS = ("configs/tic_tac_toe.yaml", "configs/connect_four.yaml", "examples/dots_and_boxes/config.yaml",
            "examples/dots_and_boxes/config_pettingzoo.yaml")
 
 

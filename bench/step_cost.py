@@ -1,6 +1,6 @@
 """What a rollout worker's step costs against a pool of frozen opponents, without Ray.
 
-    python -m bench.step_cost [--config configs/connect_four.yaml] [--storage RUN]
+    python -m bench.step_cost [--config configs/connect_four_ppo.yaml] [--storage RUN]
                               [--repeats 1 4 16 32] [--seconds 5] [--rounds 3]
 
 A worker's lanes (``policies.lanes``, the worker's own code) play the config's game in one lane of
@@ -121,7 +121,7 @@ class Setting:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="configs/connect_four.yaml")
+    parser.add_argument("--config", default="configs/connect_four_ppo.yaml")
     parser.add_argument("--storage", type=Path, help="take the opponent weights from this run's store")
     parser.add_argument("--batches", type=int, default=20, help="worker result batches read from --storage")
     parser.add_argument("--repeats", type=int, nargs="+", default=[1, 4, 16, 32])

@@ -20,7 +20,7 @@ config's file name):
 With ``--versus PATH`` the second side runs that config as is instead of self-play (no
 ``SELFPLAY_OVERRIDES``; the search learner's config against the PPO one of a game, say): two
 configs side by side from the same seeds, each side named after its config's file name
-(``configs/connect_four_search.yaml``: ``connect_four_search``; two configs of one name are
+(``configs/connect_four.yaml``: ``connect_four``; two configs of one name are
 refused). Both configs must play the same game with the same params (refused before any run
 otherwise); ``--set`` reaches both sides in either mode. Below, "the league" and "self-play" are
 the first and the second side.
@@ -77,11 +77,11 @@ With ``--versus`` the line names the sides by their labels instead, and says whi
 ran (paths relative to the repository where they lie in it)::
 
     {"bench": "config_vs_config", "game": ..., "minutes": ..., "seeds": [...], "measure": ...,
-     "sides": {"first": {"label": "connect_four_search", "config": "configs/connect_four_search.yaml"},
+     "sides": {"first": {"label": "connect_four", "config": "configs/connect_four.yaml"},
                "second": {"label": "connect_four_ppo", "config": "configs/connect_four_ppo.yaml"}},
-     "connect_four_search": {...a side's record...}, "connect_four_ppo": {...},
+     "connect_four": {...a side's record...}, "connect_four_ppo": {...},
      "head_to_head": {...},  # the first side's score against the second
-     "anchors": {"mcts:100": {"connect_four_search": {...}, "connect_four_ppo": {...}}, ...}, ...}
+     "anchors": {"mcts:100": {"connect_four": {...}, "connect_four_ppo": {...}}, ...}, ...}
 
 (no ``config`` or ``selfplay_overrides`` keys: neither side is self-play; a label that is one of
 the line's own keys, ``REPORT_KEYS``, is refused).

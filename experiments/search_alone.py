@@ -1,6 +1,6 @@
 """The search learner in one process, without Ray or a league: its settings tried fast, side by side.
 
-    python -m experiments.search_alone [--config configs/connect_four_search.yaml] [--minutes 15]
+    python -m experiments.search_alone [--config configs/connect_four.yaml] [--minutes 15]
         [--seed 1] [--games 100] [--anchor mcts:100 --anchor mcts:1000] [KEY=VALUE ...]
 
 One process, one thread: ``rollout.envs_per_worker`` games (256 where it is ``auto``) of the
@@ -99,7 +99,7 @@ def train(cfg, minutes: float, seed: int):
 
 def main(argv=None) -> int:
     parser = ArgumentParser(prog="python -m experiments.search_alone", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="configs/connect_four_search.yaml")
+    parser.add_argument("--config", default="configs/connect_four.yaml")
     parser.add_argument("--minutes", type=float, default=15.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--games", type=int, default=100, help="games against each anchor (default 100)")

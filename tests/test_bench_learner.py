@@ -33,7 +33,7 @@ def test_pieces_are_whole_episodes_of_legal_moves_that_concat_back_to_the_batch(
 
 
 def test_each_minibatch_size_times_the_configs_update():
-    out = learner.bench(str(ROOT / "configs" / "connect_four.yaml"), ["rollout.steps_per_batch=600"], "cpu",
+    out = learner.bench(str(ROOT / "configs" / "connect_four_ppo.yaml"), ["rollout.steps_per_batch=600"], "cpu",
                         [128, 600], updates=1)
     assert out["decisions_per_update"] == 600 and out["device"] == "cpu" and out["epochs"] == 4
     assert [r["minibatch_size"] for r in out["rows"]] == [128, 600]

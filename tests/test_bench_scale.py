@@ -66,14 +66,14 @@ def test_a_full_machine_and_one_whose_evaluators_take_every_core():
 
 def test_fixed_cores_are_the_configured_shares():
     # Connect Four: one sampling evaluator (games_cpu_share 1) and the anchor judge (0.2)
-    assert scale.fixed_cores(load_config(str(ROOT / "configs" / "connect_four.yaml"))) == pytest.approx(1.2)
+    assert scale.fixed_cores(load_config(str(ROOT / "configs" / "connect_four_ppo.yaml"))) == pytest.approx(1.2)
     # Kuhn, exact: the measuring evaluator's 0.1, the judge's default 0.5, the prober's default 0.5
     assert scale.fixed_cores(load_config(str(ROOT / "configs" / "smoke.yaml"))) == pytest.approx(1.1)
-    no_bound = load_config(str(ROOT / "configs" / "connect_four.yaml"), ["evaluator.anchor_num_cpus=0",
-                                                                          "evaluator.count=2"])
+    no_bound = load_config(str(ROOT / "configs" / "connect_four_ppo.yaml"), ["evaluator.anchor_num_cpus=0",
+                                                                              "evaluator.count=2"])
     assert scale.fixed_cores(no_bound) == pytest.approx(3.0)  # an unbounded judge takes a core
     # greedy snapshots: the evaluator plays each pair's two games once (0.05) beside the judge's 0.2
-    assert scale.fixed_cores(load_config(str(ROOT / "configs" / "connect_four_search.yaml"))) == pytest.approx(0.25)
+    assert scale.fixed_cores(load_config(str(ROOT / "configs" / "connect_four.yaml"))) == pytest.approx(0.25)
 
 
 def test_the_bench_on_a_tiny_kuhn_league(capsys):

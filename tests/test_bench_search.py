@@ -32,7 +32,7 @@ def test_a_number_of_games_below_one_is_one_clear_line(capsys):
 
 
 def test_clones_measures_connect_four_on_both_stores_and_a_game_without_bitboards_once(capsys):
-    assert search.main(["--seconds", "0.2", "--config", "configs/connect_four_search.yaml", "--config",
+    assert search.main(["--seconds", "0.2", "--config", "configs/connect_four.yaml", "--config",
                         "configs/tic_tac_toe.yaml", "--envs", "8", "--clones"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     rows = json.loads(out[-1])["rows"]
@@ -40,4 +40,4 @@ def test_clones_measures_connect_four_on_both_stores_and_a_game_without_bitboard
         ("connect_four", "ConnectFourStates", False), ("connect_four", "OpenSpielStates", True),
         ("tic_tac_toe", "OpenSpielStates", False)]
     assert all(r["searched_moves_per_s"] > 0 for r in rows)
-    assert out[2].split()[:2] == ["configs/connect_four_search.yaml", "clones"] and "clones" not in out[3]
+    assert out[2].split()[:2] == ["configs/connect_four.yaml", "clones"] and "clones" not in out[3]

@@ -11,7 +11,7 @@ from bench import step_cost
 
 
 def test_step_cost_reports_each_setting_and_repeats_cut_the_distinct_opponents_per_step(capsys):
-    assert step_cost.main(["--config", "configs/connect_four.yaml", "--repeats", "1", "16",
+    assert step_cost.main(["--config", "configs/connect_four_ppo.yaml", "--repeats", "1", "16",
                            "--seconds", "0.3", "--rounds", "1"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     by = {line["setting"]: line for line in lines}

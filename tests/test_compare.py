@@ -101,12 +101,12 @@ def test_minutes_reach_the_launcher_as_a_number():
 
 
 # ------------------------------------------------------ two configs (--versus)
-SEARCH, PPO = ROOT / "configs" / "connect_four_search.yaml", ROOT / "configs" / "connect_four_ppo.yaml"
+SEARCH, PPO = ROOT / "configs" / "connect_four.yaml", ROOT / "configs" / "connect_four_ppo.yaml"
 
 
 def test_versus_sides_are_named_by_their_configs_and_run_them_as_they_are(tmp_path):
     first, second = bench.comparison(SEARCH, PPO)
-    assert (first.label, second.label) == ("connect_four_search", "connect_four_ppo")
+    assert (first.label, second.label) == ("connect_four", "connect_four_ppo")
     assert (first.config, second.config) == (SEARCH, PPO)
     assert (first.kept_option, second.kept_option) == ("--first-from", "--second-from")
     assert not bench.self_play_sides((first, second))
@@ -126,7 +126,7 @@ def test_versus_sides_are_named_by_their_configs_and_run_them_as_they_are(tmp_pa
     league, selfplay = bench.comparison(SEARCH)
     assert (league.label, selfplay.label, selfplay.overrides) == ("league", "selfplay", tuple(bench.SELFPLAY_OVERRIDES))
     assert bench.played_config("connect_four", selfplay, [])["roles"]["main_agent"]["learner"] == "search"
-    assert "learner" not in bench.played_config("connect_four", "selfplay", [])["roles"]["main_agent"]  # as recorded
+    assert "learner" not in bench.played_config("kuhn_poker", "selfplay", [])["roles"]["main_agent"]  # PPO's, as recorded
 
 
 def test_versus_labels_must_differ_and_not_be_keys_of_the_json_line(tmp_path):
@@ -138,7 +138,7 @@ def test_versus_labels_must_differ_and_not_be_keys_of_the_json_line(tmp_path):
 
 def test_two_configs_of_different_games_are_refused_in_one_line_before_any_run(tmp_path, capsys):
     kuhn = ROOT / "configs" / "kuhn_poker.yaml"
-    with pytest.raises(bench.UsageError, match="plays kuhn_poker, --config configs/connect_four_search.yaml plays "
+    with pytest.raises(bench.UsageError, match="plays kuhn_poker, --config configs/connect_four.yaml plays "
                                                "connect_four; both sides must play one game"):
         bench.check_configs("connect_four", [], bench.comparison(SEARCH, kuhn))
     other = tmp_path / "kuhn_players.yaml"  # the same game's name, other params
@@ -158,7 +158,7 @@ def test_two_configs_of_different_games_are_refused_in_one_line_before_any_run(t
 def test_versus_options_are_checked_before_anything_runs(capsys, tmp_path):
     args = bench.parse_args(["--game", "connect_four", "--config", str(SEARCH), "--versus", str(PPO)])
     assert args.games == ["connect_four"]  # --game names the folder
-    assert bench.parse_args(["--config", str(SEARCH)]).games == ["connect_four_search"]  # by default the config's name
+    assert bench.parse_args(["--config", str(SEARCH)]).games == ["connect_four"]  # by default the config's name
     for argv, named in ((["--config", str(SEARCH), "--game", "a", "--game", "b"], "at most one --game"),
                         (["--config", str(SEARCH), "--game", "all"], "at most one --game"),
                         (["--versus", str(PPO), "--game", "connect_four", "--game", "kuhn_poker"], "give one --game"),

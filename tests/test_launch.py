@@ -119,17 +119,22 @@ def test_resuming_a_league_that_learned_another_way_warns_in_one_line_and_starts
     assert resume_warning(ppo) is None  # the same config: nothing to say
     monkeypatch.setattr(actors.runtime, "RaySession", _no_ray)
     with pytest.raises(AssertionError, match="went on to start Ray"):
-        launch.main(["--config", "configs/connect_four_search.yaml", f"run.storage={tmp_path}"])
+        launch.main(["--config", "configs/connect_four.yaml", f"run.storage={tmp_path}"])
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines == [f"nash-league: warning: run.storage {tmp_path} holds a league whose main_agent learned with ppo: "
-                     "its learners resume from their checkpoints and learn as this config says from here; a new "
-                     "run.storage starts afresh"]
+    assert lines == [f"nash-league: warning: run.storage {tmp_path} holds a league whose main_agent learned with ppo "
+                     "and whose network had policy.activation tanh, not relu: its learners resume from their checkpoints, "
+                     "networks included, and learn as this config says from here; a new run.storage starts afresh"]
     assert (tmp_path / "league.db").read_bytes() == before
-    search = load_config("configs/connect_four_search.yaml", [f"run.storage={tmp_path}"])
+    search = load_config("configs/connect_four.yaml", [f"run.storage={tmp_path}"])
+    wider = load_config("configs/connect_four.yaml", [f"run.storage={tmp_path}", "policy.hidden=[512]"])
+    with LeagueStore(tmp_path) as store:  # the network alone changed: named, setting by setting
+        store.set_meta("config", search.to_dict())
+    assert resume_warning(search) is None
+    assert "whose network had policy.hidden [256, 256], not [512]: " in resume_warning(wider)
     with LeagueStore(tmp_path) as store:  # a store that kept no config (or a new run) warns of nothing
         store.set_meta("config", None)
     assert resume_warning(search) is None and resume_warning(load_config(
-        "configs/connect_four_search.yaml", [f"run.storage={tmp_path / 'new'}"])) is None
+        "configs/connect_four.yaml", [f"run.storage={tmp_path / 'new'}"])) is None
 
 
 def test_the_store_check_passes_a_store_of_the_same_game_and_what_is_not_a_store(tmp_path):

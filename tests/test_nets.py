@@ -272,8 +272,10 @@ def test_the_launcher_accepts_a_users_factory_on_its_path():
 
 
 def test_config_defaults_are_the_mlp_every_existing_config_had():
-    cfg = load_config(ROOT / "configs/connect_four.yaml")
+    cfg = load_config(ROOT / "configs/connect_four_ppo.yaml")
     assert (cfg.policy.net, cfg.policy.hidden, cfg.policy.activation) == ("mlp", [256, 256], "tanh")
+    cfg = load_config(ROOT / "configs/connect_four.yaml")  # the search learner's network: ReLU
+    assert (cfg.policy.net, cfg.policy.hidden, cfg.policy.activation) == ("mlp", [256, 256], "relu")
     with pytest.raises(ConfigError, match="policy.blocks"):
         load_config(ROOT / "configs/connect_four.yaml", ["policy.blocks=-1"])
 

@@ -112,7 +112,7 @@ def test_a_conv_league_on_connect_four_trains_snapshots_serves_answers_nash_act_
         return r.json(), status, play.json()
 
     (answer, status, play), out = run_league(
-        tmp_path / "run", ["--config", "configs/connect_four.yaml", "policy.net=conv", "policy.channels=16",
+        tmp_path / "run", ["--config", "configs/connect_four_ppo.yaml", "policy.net=conv", "policy.channels=16",
                            "policy.blocks=1", "rollout.opponent_inference=serve",
                            "roles.main_agent.snapshot_every_steps=2000", f"anchors=[{', '.join(ANCHORS)}]",
                            'anchor_elo={"mcts:10": 1400}', "evaluator.anchor_every_seconds=2", "search.simulations=8",

@@ -128,7 +128,7 @@ def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_networ
     one batch across workers, as on a GPU), the worker holding only version numbers: the learner
     trains only if they are answered."""
     storage = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "actors.launch", "--config", "configs/connect_four_search.yaml",
+    proc = subprocess.Popen([sys.executable, "-m", "actors.launch", "--config", "configs/connect_four.yaml",
                              f"run.storage={storage}", "run.max_minutes=4", "serve.port=8153",
                              "policy.hidden=[32,32]", "search_learner.simulations=4", "search_learner.considered=4",
                              "rollout.envs_per_worker=32", "rollout.steps_per_batch=256",

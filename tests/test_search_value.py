@@ -80,7 +80,7 @@ def test_only_the_shipped_nets_take_a_second_head_and_the_config_says_which_key(
     with pytest.raises(ConfigError) as cerr:
         load_config("configs/smoke.yaml", ["policy.net=examples.nets.layernorm_mlp:build", "policy.search_value=true"])
     assert cerr.value.key == "policy.search_value"
-    cfg = load_config("configs/connect_four.yaml", ["policy.search_value=true"])
+    cfg = load_config("configs/connect_four_ppo.yaml", ["policy.search_value=true"])
     info = game_info("connect_four")
     assert policy_spec(cfg.policy, info.obs_size, info.num_actions, info.obs_shape).search_value
 

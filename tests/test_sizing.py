@@ -22,7 +22,6 @@ BEFORE_AUTO = {
     "configs/cluster.yaml": (2, 2048, "serve", 1, "auto", 0.0, 1, 2, "inprocess"),
     "configs/connect_four.yaml": (1, 1024, "inprocess", 1, "auto", 0.0, 0, 0, "inprocess"),
     "configs/connect_four_ppo.yaml": (1, 1024, "inprocess", 1, "auto", 0.0, 0, 0, "inprocess"),
-    "configs/connect_four_search.yaml": (1, 1024, "inprocess", 1, "auto", 0.0, 0, 0, "inprocess"),
     "configs/dominant.yaml": (1, 256, "inprocess", 1, "auto", 0.0, 1, 1, "inprocess"),
     "configs/kuhn_poker.yaml": (1, 2048, "serve", 1, "auto", 0.0, 1, 2, "inprocess"),
     "configs/kuhn_selfplay.yaml": (1, 2048, "serve", 1, "auto", 0.0, 0, 0, "inprocess"),
@@ -67,7 +66,7 @@ def test_on_two_cores_auto_picks_the_shipped_plan(path):
 def test_some_shipped_configs_leave_their_plan_to_auto():
     autos = {path: [k for k, v in zip(KEYS, values(load_config(ROOT / path))) if v == "auto" and k != "learner.device"]
              for path in SHIPPED}
-    assert autos["configs/connect_four.yaml"] == ["rollout.workers_per_learner", "rollout.opponent_inference",
+    assert autos["configs/connect_four_ppo.yaml"] == ["rollout.workers_per_learner", "rollout.opponent_inference",
                                                   "learner.replicas", "roles.main_exploiter.count",
                                                   "roles.league_exploiter.count", "rollout.policy_inference"]
     assert autos["configs/kuhn_poker.yaml"] == ["rollout.workers_per_learner", "rollout.envs_per_worker",
@@ -76,7 +75,7 @@ def test_some_shipped_configs_leave_their_plan_to_auto():
 
 
 def test_sixteen_cores_and_a_gpu():
-    cfg = load_config(ROOT / "configs/connect_four.yaml")
+    cfg = load_config(ROOT / "configs/connect_four_ppo.yaml")
     resolved, the_plan = plan(cfg, Resources(cpus=16, gpus=1))
     # 16 less the coordinator 0.5, the evaluator 1, the anchor judge 0.2 and the opponents replica
     # 0.2 (served: there is a GPU) leave 14.1; 4 CPUs keep a learner process busy, so the main agent,
@@ -93,7 +92,7 @@ def test_sixteen_cores_and_a_gpu():
 
 
 def test_a_search_learner_plays_its_own_moves_on_any_machine():
-    cfg = load_config(ROOT / "configs/connect_four_search.yaml")
+    cfg = load_config(ROOT / "configs/connect_four.yaml")
     resolved, the_plan = plan(cfg, Resources(cpus=16, gpus=1))
     assert (resolved.rollout.opponent_inference, resolved.rollout.policy_inference) == ("serve", "inprocess")
     assert ("  rollout.policy_inference = inprocess in the workers' processes  (auto: roles.main_agent learns from "
@@ -104,17 +103,17 @@ def test_a_search_learner_plays_its_own_moves_on_any_machine():
 def test_an_evaluator_of_greedy_snapshots_is_not_given_a_core():
     """Greedy snapshots in a deterministic game: the evaluator plays each pair's two games once
     (actors.evaluator), so the plan keeps SETTLED_EVALUATOR_CPUS for it, not games_cpu_share."""
-    cfg = load_config(ROOT / "configs/connect_four_search.yaml")
-    sampling = load_config(ROOT / "configs/connect_four_search.yaml", ["policy.snapshot_play=sample"])
+    cfg = load_config(ROOT / "configs/connect_four.yaml")
+    sampling = load_config(ROOT / "configs/connect_four.yaml", ["policy.snapshot_play=sample"])
     greedy_plan, sampling_plan = (plan(c, TWO_CORES)[1] for c in (cfg, sampling))
     assert "1 evaluator(s) 0.05" in greedy_plan.lines()[0] and "1 evaluator(s) 1 " in sampling_plan.lines()[0]
     # without the exact payoffs the evaluator samples again, and the plan gives it its share
-    unsettled = plan(load_config(ROOT / "configs/connect_four_search.yaml", ["evaluator.exact=false"]), TWO_CORES)[1]
+    unsettled = plan(load_config(ROOT / "configs/connect_four.yaml", ["evaluator.exact=false"]), TWO_CORES)[1]
     assert "1 evaluator(s) 1 " in unsettled.lines()[0]
 
 
 def test_replicas_given_leave_the_cores_to_them():
-    cfg = load_config(ROOT / "configs/connect_four.yaml", ["learner.replicas=2"])
+    cfg = load_config(ROOT / "configs/connect_four_ppo.yaml", ["learner.replicas=2"])
     resolved, the_plan = plan(cfg, Resources(cpus=16, gpus=1))
     # a learner of 2 processes takes 8 of the 14.1: no exploiter beside it (16); 12.1 over 2 processes
     assert values(resolved) == (6, 1024, "serve", 2, "auto", 0.33, 0, 0, "serve")
@@ -166,7 +165,7 @@ def test_values_given_are_kept_and_the_config_is_not_changed():
     assert (the_plan.opponents_device, the_plan.opponents_num_gpus) == ("cuda", 0.5)
     assert the_plan.decisions[-2].key == "rollout.opponent_inference"
     assert the_plan.decisions[-2].note == "on cuda with serve.num_gpus = 0.5 (config)"
-    auto = load_config(ROOT / "configs/connect_four.yaml")
+    auto = load_config(ROOT / "configs/connect_four_ppo.yaml")
     plan(auto, Resources(cpus=32, gpus=2))
     assert auto.rollout.workers_per_learner == "auto"  # the given config is left alone
 
@@ -206,7 +205,7 @@ def test_a_share_the_config_gives_the_opponents_leaves_the_rest_to_the_learners(
 
 
 def test_the_plan_prints_a_line_a_decision():
-    _, the_plan = plan(load_config(ROOT / "configs/connect_four.yaml"), TWO_CORES)
+    _, the_plan = plan(load_config(ROOT / "configs/connect_four_ppo.yaml"), TWO_CORES)
     lines = str(the_plan).splitlines()
     assert lines[0].startswith("nash-league: plan for 2 CPUs, no GPU, 1 node: 1.7 CPUs for the coordinator 0.5")
     assert len(lines) == 1 + len(the_plan.decisions) == 9
