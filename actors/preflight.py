@@ -112,17 +112,15 @@ def resume_warning(cfg: Config) -> str | None:
     recorded = (meta or {}).get("config")
     if not isinstance(recorded, dict) or not isinstance(recorded.get("roles"), dict):
         return None
-    changed = []
+    learners = []
     for role, role_cfg in cfg.roles.items():
         before = recorded["roles"].get(role)
         if role_cfg.count != 0 and isinstance(before, dict) and before.get("count", 0) != 0:
             was = before.get("learner", "ppo")
             if was != role_cfg.learner:
-                changed.append(f"{role} learned with {was}")
-    changed = [", ".join(changed)] if changed else []
+                learners.append(f"{role} learned with {was}")
     network = _network_changes(recorded.get("policy"), cfg)
-    if network:
-        changed.append(f"network had {', '.join(network)}")
+    changed = ([", ".join(learners)] if learners else []) + ([f"network had {', '.join(network)}"] if network else [])
     if not changed:
         return None
     return (f"run.storage {cfg.run.storage} holds a league whose {' and whose '.join(changed)}: its learners resume "
@@ -135,13 +133,12 @@ def _network_changes(before: Any, cfg: Config) -> list[str]:
     ``cfg``'s, as ``"policy.activation tanh, not relu"``; a setting the record lacks is not compared."""
     if not isinstance(before, dict):
         return []
-    out = []
-    for name in ARCHITECTURE:
-        was, now = before.get(name), getattr(cfg.policy, name)
-        if name in before and (list(was) if isinstance(was, (list, tuple)) else was) != (
-                list(now) if isinstance(now, (list, tuple)) else now):
-            out.append(f"policy.{name} {was}, not {now}")
-    return out
+
+    def plain(value: Any) -> Any:  # a list as recorded, a list or tuple as loaded
+        return list(value) if isinstance(value, (list, tuple)) else value
+
+    return [f"policy.{name} {before[name]}, not {getattr(cfg.policy, name)}" for name in ARCHITECTURE
+            if name in before and plain(before[name]) != plain(getattr(cfg.policy, name))]
 
 
 def _check_search_learners(cfg: Config, info: GameInfo) -> None:
