@@ -133,12 +133,8 @@ def _network_changes(before: Any, cfg: Config) -> list[str]:
     ``cfg``'s, as ``"policy.activation tanh, not relu"``; a setting the record lacks is not compared."""
     if not isinstance(before, dict):
         return []
-
-    def plain(value: Any) -> Any:  # a list as recorded, a list or tuple as loaded
-        return list(value) if isinstance(value, (list, tuple)) else value
-
     return [f"policy.{name} {before[name]}, not {getattr(cfg.policy, name)}" for name in ARCHITECTURE
-            if name in before and plain(before[name]) != plain(getattr(cfg.policy, name))]
+            if name in before and before[name] != getattr(cfg.policy, name)]
 
 
 def _check_search_learners(cfg: Config, info: GameInfo) -> None:
