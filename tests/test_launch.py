@@ -131,6 +131,13 @@ def test_resuming_a_league_that_learned_another_way_warns_in_one_line_and_starts
         store.set_meta("config", search.to_dict())
     assert resume_warning(search) is None
     assert "whose network had policy.hidden [256, 256], not [512]: " in resume_warning(wider)
+    older = search.to_dict()
+    del older["policy"]["activation"]  # a store that recorded no activation: not compared
+    with LeagueStore(tmp_path) as store:
+        store.set_meta("config", older)
+    assert resume_warning(load_config("configs/connect_four.yaml", [f"run.storage={tmp_path}",
+                                                                     "policy.activation=tanh"])) is None
+    assert "policy.hidden [256, 256], not [512]" in resume_warning(wider)
     with LeagueStore(tmp_path) as store:  # a store that kept no config (or a new run) warns of nothing
         store.set_meta("config", None)
     assert resume_warning(search) is None and resume_warning(load_config(

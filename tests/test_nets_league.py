@@ -104,14 +104,15 @@ def test_a_conv_league_on_connect_four_trains_snapshots_serves_answers_nash_act_
             return None
         if r.status_code != 200 or status is None or play.status_code != 201:
             return None
-        # the Nash may be solved again between the store's read above and the answer: wait for an
-        # answer from a mixture of two or more
+        # the mixture that answered, from the store: the Nash may have been solved again since the
+        # read above, so wait for an answer from a mixture of two or more
         answered = [n for n in store.nash_history() if n["solved_at"] == pytest.approx(r.json()["solved_at"], abs=1e-6)]
-        if not answered or len([w for w in answered[0]["weights"] if w > 0]) < 2:
+        members = {i for i, w in zip(answered[0]["ids"], answered[0]["weights"]) if w > 0} if answered else set()
+        if len(members) < 2:
             return None
-        return r.json(), status, play.json()
+        return r.json(), members, status, play.json()
 
-    (answer, status, play), out = run_league(
+    (answer, members, status, play), out = run_league(
         tmp_path / "run", ["--config", "configs/connect_four_ppo.yaml", "policy.net=conv", "policy.channels=16",
                            "policy.blocks=1", "rollout.opponent_inference=serve",
                            "roles.main_agent.snapshot_every_steps=2000", f"anchors=[{', '.join(ANCHORS)}]",
@@ -125,10 +126,8 @@ def test_a_conv_league_on_connect_four_trains_snapshots_serves_answers_nash_act_
     assert len(answer["actions"]) == 64
     assert play["search"] is True and [h["by"] for h in play["history"]] == ["league"] and play["to_move"] == "you"
     assert all(masks[i, a] for i, a in enumerate(answer["actions"]))
+    assert set(answer["members"]) <= members  # every answer by a member of the mixture that answered
     with LeagueStore(tmp_path / "run", create=False) as store:
-        answered = [n for n in store.nash_history() if n["solved_at"] == pytest.approx(answer["solved_at"], abs=1e-6)]
-        members = {i for i, w in zip(answered[0]["ids"], answered[0]["weights"]) if w > 0}
-        assert set(answer["members"]) <= members and len(members) >= 2
         models = {a.agent_id: policy_from_bytes(store.snapshot_blob(a.agent_id)) for a in store.agents()}
         learner = store.load_learner("main_agent-0")
     assert all(type(m).__name__ == "ConvActorCritic" and m.spec.channels == 16 for m in models.values())
