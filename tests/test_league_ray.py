@@ -110,7 +110,7 @@ def test_biased_rps_nash_mixture_plays_the_known_equilibrium(ray_local, tmp_path
             best = probs
             if np.abs(probs - [0.25, 0.5, 0.25]).sum() <= 0.05:
                 break
-            time.sleep(5)
+            time.sleep(1)
         assert np.abs(best - [0.25, 0.5, 0.25]).sum() <= 0.05, best
     finally:
         league.stop()

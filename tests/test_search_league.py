@@ -58,7 +58,7 @@ def test_tic_tac_toe_learns_from_search_with_exact_nash_conv_and_resumes(tmp_pat
         return len(values) >= 2 and len(snapshots) >= 2 and values[-1] < UNIFORM_TIC_TAC_TOE - 0.07
 
     out = launch_until("--config", "configs/tic_tac_toe.yaml", f"run.storage={tmp_path}", "run.max_minutes=3",
-                       "run.exploitability_every_seconds=10", "roles.main_agent.snapshot_every_steps=5000",
+                       "run.exploitability_every_seconds=5", "roles.main_agent.snapshot_every_steps=5000",
                        "serve.port=8151", until=learned)
     assert "NashConv" in out  # the progress line shows the published policy's exact NashConv
     values, snapshots, (learner,) = state()
@@ -83,12 +83,12 @@ def test_tic_tac_toe_learns_from_search_with_exact_nash_conv_and_resumes(tmp_pat
         assert np.all((rows == 0.0) | (rows == 1.0)) and np.all(rows.sum(axis=1) == 1.0)
 
     # resumed from its checkpoint: it goes on from where it stopped (a fresh start would count from
-    # version 0 again)
+    # version 0 again), as its next checkpoint shows
     def went_on():
         return any(again["version"] > learner["version"] and again["step"] > learner["step"] for again in state()[2])
 
     launch_until("--config", "configs/tic_tac_toe.yaml", f"run.storage={tmp_path}", "run.max_minutes=1",
-                 "serve.port=8151", until=went_on)
+                 "learner.checkpoint_every_seconds=5", "serve.port=8151", until=went_on)
     assert went_on()
 
 
@@ -113,7 +113,8 @@ def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_
         return read_store(tmp_path / "run", done, False)
 
     launch_until("--config", str(config), f"run.storage={tmp_path / 'run'}", "run.max_minutes=3",
-                 "run.exploitability_every_seconds=10", "serve.port=8152", until=measured)
+                 "run.exploitability_every_seconds=5", "learner.checkpoint_every_seconds=5", "serve.port=8152",
+                 until=measured)
     with LeagueStore(tmp_path / "run", create=False) as store:
         assert store.get_meta("game") == TAKEAWAY
         measured = store.measurements(measures.NASH_CONV)
