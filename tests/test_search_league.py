@@ -113,8 +113,7 @@ def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_
         return read_store(tmp_path / "run", done, False)
 
     launch_until("--config", str(config), f"run.storage={tmp_path / 'run'}", "run.max_minutes=3",
-                 "run.exploitability_every_seconds=5", "learner.checkpoint_every_seconds=5", "serve.port=8152",
-                 until=measured)
+                 "run.exploitability_every_seconds=10", "serve.port=8152", until=measured)
     with LeagueStore(tmp_path / "run", create=False) as store:
         assert store.get_meta("game") == TAKEAWAY
         measured = store.measurements(measures.NASH_CONV)
