@@ -80,11 +80,9 @@ class RolloutWorkerImpl:
         # (rollout.policy_inference: serve): a version of its life -> ServedPolicy
         self.served_policy = None
         if cfg.rollout.policy_inference == "serve":
-            from ray import serve
+            from serve.opponents import ServedPolicy, sync_handle
 
-            from serve.opponents import APP_NAME, DEPLOYMENT_NAME, ServedPolicy
-
-            handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME)
+            handle = sync_handle()
             self.served_policy = lambda version, life: ServedPolicy(learner_id, version, handle, life)
         self.live: dict[str, tuple[int, Any]] = {}  # learner id -> (version, model)
         self._stop = threading.Event()
@@ -348,7 +346,6 @@ class RolloutWorkerImpl:
         self._await_delivery(self._send_delivery(batch, rollout, groups))
 
 
-# The worker loop is synchronous: its Serve handle must run its router in a separate
-# event loop, which RAY_SERVE_THROUGHPUT_OPTIMIZED=1 turns off by default.
-RolloutWorker = ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0.5, max_concurrency=2,
-                           runtime_env={"env_vars": {"RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "1"}})(RolloutWorkerImpl)
+# The worker loop is synchronous: its Serve handles run their routers in a loop of their own
+# (serve.opponents.sync_handle).
+RolloutWorker = ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0.5, max_concurrency=2)(RolloutWorkerImpl)

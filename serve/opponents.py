@@ -235,13 +235,25 @@ def deploy_opponents(cfg, learner_names: dict[str, list[str]] | None = None) -> 
     serve.run(app, name=APP_NAME, route_prefix=None)
 
 
+def sync_handle():
+    """The opponents deployment's handle for a synchronous caller (a rollout worker's loop): its
+    router runs in an event loop of its own. ``RAY_SERVE_THROUGHPUT_OPTIMIZED=1`` turns that loop
+    off by default; set on the handle, it needs no runtime env, whose actors Ray starts through an
+    extra interpreter each and cannot give an idle worker process (docs/serve.md). Serve hands a
+    process one cached handle per deployment: the first call sets it up, later ones return it."""
+    handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME)
+    if not handle.is_initialized:
+        handle._init(_run_router_in_separate_loop=True)
+    return handle
+
+
 class ServedOpponents:
     """The rollout worker's side: ``submit`` sends one request for a whole
     vector step and returns at once; ``result`` waits for the actions."""
 
     def __init__(self):
         # the method handle once: attribute access builds a new handle each time
-        self.act_handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME).act
+        self.act_handle = sync_handle().act
 
     def submit(self, agent_ids: list[str], codes: np.ndarray, obs: np.ndarray, mask: np.ndarray):
         return self.act_handle.remote(agent_ids, codes, obs, mask)
@@ -258,7 +270,7 @@ class ServedPolicy:
 
     def __init__(self, learner_id: str, version: int, handle=None, life: str = ""):
         self.learner_id, self.version, self.life = learner_id, int(version), life
-        handle = handle if handle is not None else serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME)
+        handle = handle if handle is not None else sync_handle()
         # the method handles once: attribute access builds a new handle each time
         self.handle, self.evaluate_handle = handle.act_live, handle.evaluate_live
 
