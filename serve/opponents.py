@@ -244,6 +244,8 @@ def sync_handle():
     handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME)
     if not handle.is_initialized:
         handle._init(_run_router_in_separate_loop=True)
+    if not handle._is_router_running_in_separate_loop():  # set up by other code: calls would never return
+        raise RuntimeError(f"the {DEPLOYMENT_NAME} handle of this process routes in its caller's event loop")
     return handle
 
 
