@@ -41,6 +41,7 @@ from monitoring.metrics import LeagueMetrics
 from policies.device import resolve_device
 from policies.net import architecture_changes, average_rate, build_policy, follow, policy_spec
 from policies import expert
+from policies.optim import Adam
 from policies.replica_group import ReplicaGroup
 from policies.ppo import make_optimizer, ppo_update, pull_magnet, scheduled_lr, set_lr
 from policies.rollout import Rollout
@@ -220,7 +221,7 @@ class LearnerImpl:
             h.update(tensor.detach().cpu().numpy().tobytes())
         return version, step, h.hexdigest()
 
-    def _optimizer(self, model) -> torch.optim.Optimizer:
+    def _optimizer(self, model) -> Adam:
         if self.searched:
             return expert.make_optimizer(model, self.cfg.search_learner)
         return make_optimizer(model, self.ppo)

@@ -23,12 +23,13 @@ from torch import nn
 
 from envs.symmetry import Symmetries
 from league.config import SearchLearnerConfig
+from policies.optim import Adam
 from policies.replica_group import ReplicaGroup
 from policies.rollout import Rollout
 
 
-def make_optimizer(model: nn.Module, cfg: SearchLearnerConfig) -> torch.optim.Adam:
-    return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+def make_optimizer(model: nn.Module, cfg: SearchLearnerConfig) -> Adam:
+    return Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
 def outcomes(rollout: Rollout) -> np.ndarray:
@@ -90,7 +91,7 @@ class Replay:
         return n
 
 
-def expert_update(model, optimizer: torch.optim.Optimizer, replay: Replay, new: int, cfg: SearchLearnerConfig,
+def expert_update(model, optimizer: Adam, replay: Replay, new: int, cfg: SearchLearnerConfig,
                   *, generator: torch.Generator | None = None, group: ReplicaGroup | None = None,
                   symmetries: Symmetries | None = None) -> dict:
     """Gradient steps on ``replay`` after ``new`` positions arrived: ``ceil(reuse * new / minibatch)``

@@ -35,12 +35,13 @@ from torch import nn
 
 from league.config import PPOConfig
 from policies.net import follow
+from policies.optim import Adam
 from policies.replica_group import ReplicaGroup
 from policies.rollout import Rollout
 
 
-def make_optimizer(model: nn.Module, cfg: PPOConfig) -> torch.optim.Adam:
-    return torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+def make_optimizer(model: nn.Module, cfg: PPOConfig) -> Adam:
+    return Adam(model.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
 
 
 def scheduled_lr(cfg: PPOConfig, steps: int) -> float:
@@ -52,7 +53,7 @@ def scheduled_lr(cfg: PPOConfig, steps: int) -> float:
     return cfg.lr / float(np.sqrt(1.0 + steps / cfg.lr_decay_steps))
 
 
-def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+def set_lr(optimizer: Adam, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr
 
@@ -92,7 +93,7 @@ def _epoch_rows(perm: torch.Tensor, offset: int, n: int, mb: int) -> tuple[torch
     return local[keep], bounds, sizes
 
 
-def ppo_update(model, optimizer: torch.optim.Optimizer, rollout: Rollout, cfg: PPOConfig,
+def ppo_update(model, optimizer: Adam, rollout: Rollout, cfg: PPOConfig,
                *, generator: torch.Generator | None = None, magnet: nn.Module | None = None,
                group: ReplicaGroup | None = None) -> dict:
     """One PPO update of ``model`` on ``rollout`` (complete episodes of one

@@ -19,6 +19,7 @@ import torch
 
 from league.config import SNAPSHOT_PLAYS
 from policies.net import GreedyPolicy, PolicyNet, PolicySpec, build_policy
+from policies.optim import Adam
 
 POLICY_FORMAT = "nash-league/policy"
 LEARNER_FORMAT = "nash-league/learner"
@@ -110,7 +111,7 @@ def policy_from_bytes(blob: bytes, as_played: bool = True) -> PolicyNet:
     return GreedyPolicy(model).eval() if as_played and play == "greedy" else model
 
 
-def learner_state_to_bytes(model: PolicyNet, optimizer: torch.optim.Optimizer | None = None,
+def learner_state_to_bytes(model: PolicyNet, optimizer: Adam | None = None,
                            extra: dict | None = None, magnet: PolicyNet | None = None,
                            average: PolicyNet | None = None) -> bytes:
     """A learner checkpoint: parameters, spec, optimizer state, the magnet's
@@ -149,7 +150,7 @@ def learner_average_from_bytes(blob: bytes) -> PolicyNet | None:
 def learner_state_from_bytes(blob: bytes, optimizer_factory=None):
     """Inverse of :func:`learner_state_to_bytes`: ``(model, optimizer, extra)``.
 
-    With ``optimizer_factory(model) -> Optimizer`` (e.g.
+    With ``optimizer_factory(model) -> Adam`` (e.g.
     ``lambda m: policies.ppo.make_optimizer(m, cfg)``) the optimizer is rebuilt
     and its saved state loaded into it; without one, ``optimizer`` is the raw
     saved state dict (or None). Raises ValueError on a corrupt or foreign blob.

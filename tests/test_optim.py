@@ -1,0 +1,89 @@
+"""The learners' Adam against torch.optim.Adam, the reference it follows operation for operation."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+from policies.optim import Adam
+
+
+def net(seed: int) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+
+
+def train(model: nn.Module, optimizer, steps: int, seed: int, lrs=None) -> None:
+    g = torch.Generator().manual_seed(seed)
+    for t in range(steps):
+        if lrs is not None:
+            optimizer.param_groups[0]["lr"] = lrs[t]
+        x, y = torch.randn(32, 6, generator=g), torch.randn(32, 3, generator=g)
+        optimizer.zero_grad()
+        (model(x) - y).pow(2).mean().backward()
+        nn.utils.clip_grad_norm_(list(model.parameters()), 0.5)
+        optimizer.step()
+
+
+@pytest.mark.parametrize("settings", [dict(lr=3e-3), dict(lr=1e-3, eps=1e-5), dict(lr=2e-3, weight_decay=1e-2),
+                                      dict(lr=1e-3, betas=(0.5, 0.9))])
+def test_equals_torch_adam_parameter_for_parameter(settings):
+    ours, ref = net(0), net(0)
+    lrs = [settings["lr"] * (1 - t / 60) for t in range(40)]  # a schedule set through param_groups
+    train(ours, Adam(ours.parameters(), **settings), 40, seed=1, lrs=lrs)
+    train(ref, torch.optim.Adam(ref.parameters(), **settings), 40, seed=1, lrs=lrs)
+    for a, b in zip(ours.parameters(), ref.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_each_loads_the_others_saved_state_and_goes_on_alike():
+    ours, ref = net(0), net(0)
+    opt, ref_opt = Adam(ours.parameters(), lr=2e-3, weight_decay=1e-3), torch.optim.Adam(ref.parameters(), lr=2e-3,
+                                                                                          weight_decay=1e-3)
+    train(ours, opt, 10, seed=2)
+    train(ref, ref_opt, 10, seed=2)
+    # swap the saved states (as a checkpoint written by either is read by the other) and train on
+    into_ref, into_ours = net(5), net(5)
+    into_ref.load_state_dict(ours.state_dict())
+    into_ours.load_state_dict(ref.state_dict())
+    a = torch.optim.Adam(into_ref.parameters(), lr=1.0)
+    a.load_state_dict(opt.state_dict())
+    b = Adam(into_ours.parameters(), lr=1.0)
+    b.load_state_dict(ref_opt.state_dict())
+    assert b.param_groups[0]["lr"] == 2e-3 and a.param_groups[0]["lr"] == 2e-3
+    train(into_ref, a, 10, seed=3)
+    train(into_ours, b, 10, seed=3)
+    train(ref, ref_opt, 10, seed=3)
+    for x, y, z in zip(into_ref.parameters(), into_ours.parameters(), ref.parameters()):
+        assert torch.equal(x, z) and torch.equal(y, z)
+
+
+def test_a_state_that_does_not_fit_is_refused():
+    model = net(0)
+    opt = Adam(model.parameters())
+    train(model, opt, 2, seed=0)
+    saved = opt.state_dict()
+    other = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    with pytest.raises(ValueError, match="shape"):
+        Adam(other.parameters()).load_state_dict(saved)
+    with pytest.raises(ValueError, match="parameters"):
+        Adam(list(model.parameters())[:2]).load_state_dict(saved)
+    with pytest.raises(ValueError, match="one-group"):
+        Adam(model.parameters()).load_state_dict({"state": {}})
+    with pytest.raises(ValueError):
+        Adam(model.parameters(), lr=-1.0)
+
+
+def test_training_with_it_does_not_import_torch_dynamo():
+    """What it is for: any use of torch.optim imports torch._dynamo, as costly as torch itself."""
+    code = ("import sys, torch\n"
+            "from torch import nn\n"
+            "from policies.optim import Adam\n"
+            "m = nn.Linear(4, 2); opt = Adam(m.parameters())\n"
+            "opt.zero_grad(); m(torch.randn(8, 4)).sum().backward(); opt.step()\n"
+            "Adam(m.parameters()).load_state_dict(opt.state_dict())\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
