@@ -35,6 +35,10 @@ SESSION_NAME = "ray_session"
 # when RAY_ROTATION_MAX_BYTES is set at all (docs/operations.md). A user's own values win.
 RAY_LOG_MAX_BYTES = 64 * 1024 * 1024
 RAY_LOG_BACKUPS = 3
+# Serve as a league runs it (docs/serve.md): handles in the throughput-optimized mode (over gRPC),
+# without the direct ingress that mode turns on, which starts an HTTP proxy on the head although
+# no league route goes through Serve's proxies (the HTTP API is serve.api's own server).
+SERVE_ENVIRONMENT = {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_DIRECT_INGRESS": "0"}
 
 
 def worker_pythonpath(config: str | None) -> str:
@@ -141,6 +145,13 @@ def record_session(storage: str) -> None:
     (node_run_dir(storage) / SESSION_NAME).write_text(str(session))
 
 
+def set_serve_environment() -> None:
+    """``SERVE_ENVIRONMENT`` in this process's environment, where the user set none of its keys:
+    a local Ray started after this passes it to Serve's controller and replicas."""
+    for key, value in SERVE_ENVIRONMENT.items():
+        os.environ.setdefault(key, value)
+
+
 def metrics_port(port: int | None) -> int | None:
     """``port`` if it is free, else None (Ray picks one): Ray does not check it, and its node then
     times out at startup with no word about the port. Prometheus finds either through the
@@ -179,7 +190,7 @@ class RaySession:
         self.lock = lock_storage(cfg.run.storage)  # held until close (or until the process exits)
         self.targets: PrometheusTargets | None = None
         self.started_ray = False
-        os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
+        set_serve_environment()
         if ray.is_initialized():  # a Ray this process is connected to is used as it is
             pass
         elif os.environ.get("RAY_ADDRESS") or cfg.ray.address is not None:

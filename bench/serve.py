@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from actors.launch import load
+from actors.runtime import set_serve_environment
 from envs import game_info
 from policies.net import ActorCritic, PolicySpec
 from policies.snapshot import policy_from_bytes, policy_to_bytes
@@ -38,7 +39,7 @@ from serve.batching import run_grouped
 
 # set before the functions below import Ray and Serve (``actors.league_run`` too), which read them then
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
+set_serve_environment()
 os.environ.setdefault("RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP", "1")  # this driver calls handles synchronously
 
 

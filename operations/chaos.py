@@ -45,6 +45,7 @@ import numpy as np
 
 from actors.launch import load
 from actors.outbox import ledgers
+from actors.runtime import set_serve_environment
 from league.store import LeagueStore
 from policies.snapshot import policy_from_bytes
 
@@ -244,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.minutes <= 0:
         parser.error("--minutes must be > 0")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
-    os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
+    set_serve_environment()
     import ray
 
     ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,

@@ -4,7 +4,9 @@ import pytest
 
 # Ray 2.60 token auth is for real clusters; tests run a local Ray without it.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
+from actors.runtime import set_serve_environment  # noqa: E402
+
+set_serve_environment()
 
 
 @pytest.fixture(scope="module")
