@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Ray 2.60 turns token auth on for `ray start`; local development and CI run without it.
 # On a real cluster use RAY_AUTH_MODE=token with the cluster's token (docs/cluster.md).
 export RAY_AUTH_MODE ?= disabled
-# Serve's settings for a league (actors/runtime.py SERVE_ENVIRONMENT), for the Rays `make` starts.
+# Serve's settings for a league (serve/environment.py), for the Rays `make` starts.
 export RAY_SERVE_THROUGHPUT_OPTIMIZED ?= 1
 export RAY_SERVE_ENABLE_DIRECT_INGRESS ?= 0
 # One BLAS thread: on two shared cores, threaded OpenBLAS makes the Nash LP ~10x slower.

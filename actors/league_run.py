@@ -247,8 +247,8 @@ class LeagueRun:
 
     def _start_opponents(self, cfg: Config) -> None:
         # The opponents app has no route, and the HTTP API runs its own server (serve.api.ApiServer),
-        # which answers without the proxy's extra hop (docs/serve.md, "Latency"). Ray 2.60 still starts
-        # a proxy on the head with proxy_location="Disabled": it gets a free loopback port, not serve.port.
+        # which answers without the proxy's extra hop (docs/serve.md, "Latency"). No proxy runs
+        # (serve.environment); one that direct ingress starts gets a free loopback port, not serve.port.
         serve.start(proxy_location="Disabled", http_options={"host": "127.0.0.1", "port": 0})
         learner_names = {lid: [replica_name(lid, k) for k in range(len(group))] for lid, group in self.replicas.items()}
         deploy_opponents(cfg, learner_names if cfg.rollout.policy_inference == "serve" else None)

@@ -25,6 +25,7 @@ from actors.preflight import import_paths
 from league.config import Config, ConfigError
 from league.store import db_path
 from monitoring.targets import PrometheusTargets
+from serve.environment import set_serve_environment
 
 log = logging.getLogger(__name__)
 TARGETS_EVERY_SECONDS = 10.0  # how often the Prometheus discovery file follows the cluster's nodes
@@ -35,10 +36,6 @@ SESSION_NAME = "ray_session"
 # when RAY_ROTATION_MAX_BYTES is set at all (docs/operations.md). A user's own values win.
 RAY_LOG_MAX_BYTES = 64 * 1024 * 1024
 RAY_LOG_BACKUPS = 3
-# Serve as a league runs it (docs/serve.md): handles in the throughput-optimized mode (over gRPC),
-# without the direct ingress that mode turns on, which starts an HTTP proxy on the head although
-# no league route goes through Serve's proxies (the HTTP API is serve.api's own server).
-SERVE_ENVIRONMENT = {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_DIRECT_INGRESS": "0"}
 
 
 def worker_pythonpath(config: str | None) -> str:
@@ -143,13 +140,6 @@ def record_session(storage: str) -> None:
     except AttributeError:  # a Ray without this internal: no reaping after a crash
         return
     (node_run_dir(storage) / SESSION_NAME).write_text(str(session))
-
-
-def set_serve_environment() -> None:
-    """``SERVE_ENVIRONMENT`` in this process's environment, where the user set none of its keys:
-    a local Ray started after this passes it to Serve's controller and replicas."""
-    for key, value in SERVE_ENVIRONMENT.items():
-        os.environ.setdefault(key, value)
 
 
 def metrics_port(port: int | None) -> int | None:

@@ -31,11 +31,11 @@ from pathlib import Path
 import numpy as np
 
 from actors.launch import load
-from actors.runtime import set_serve_environment
 from envs import game_info
 from policies.net import ActorCritic, PolicySpec
 from policies.snapshot import policy_from_bytes, policy_to_bytes
 from serve.batching import run_grouped
+from serve.environment import set_serve_environment
 
 # set before the functions below import Ray and Serve (``actors.league_run`` too), which read them then
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

@@ -45,9 +45,9 @@ import numpy as np
 
 from actors.launch import load
 from actors.outbox import ledgers
-from actors.runtime import set_serve_environment
 from league.store import LeagueStore
 from policies.snapshot import policy_from_bytes
+from serve.environment import set_serve_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("coordinator", "learner", "worker", "evaluator", "replica")

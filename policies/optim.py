@@ -7,12 +7,13 @@ For each parameter ``p`` with gradient ``g`` at step ``t``:
     v   <- beta2 * v + (1 - beta2) * g^2
     p   <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 
-the same operations in the same order as ``torch.optim.Adam``'s single-tensor path, so the two
-give equal parameters (``tests/test_optim.py``), and the same ``state_dict`` layout, so either
-loads the other's saved state. It is written here because any use of ``torch.optim`` (``step``,
-``zero_grad``, ``load_state_dict``) imports ``torch._dynamo``, which costs as much CPU as importing
-torch: every learner and prober process would pay it at start-up (docs/results.md, "The test
-suite's time")."""
+the same operations in the same order as ``torch.optim.Adam``'s single-tensor path, its default
+on CPU, so on CPU the two give equal parameters bit for bit (``tests/test_optim.py``; on a GPU
+torch defaults to its multi-tensor path, equal up to rounding), and the same ``state_dict``
+layout, so either loads the other's saved state. It is written here because any use of
+``torch.optim``, constructing an optimizer included, imports ``torch._dynamo``, which costs as much
+CPU as importing torch: every learner and prober process would pay it at start-up
+(``python -m bench.startup``)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ class Adam:
                 continue
             state = self.state.get(p)
             if state is None:
-                state = self.state[p] = {"step": torch.tensor(0.0),
+                state = self.state[p] = {"step": torch.tensor(0.0, device="cpu"),
                                          "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
                                          "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format)}
             grad, exp_avg, exp_avg_sq = p.grad, state["exp_avg"], state["exp_avg_sq"]
@@ -100,7 +101,7 @@ class Adam:
             if entry["exp_avg"].shape != p.shape or entry["exp_avg_sq"].shape != p.shape:
                 raise ValueError(f"parameter {index}: state of shape {tuple(entry['exp_avg'].shape)}, "
                                  f"parameter of shape {tuple(p.shape)}")
-            state[p] = {"step": torch.as_tensor(entry["step"], dtype=torch.float32).detach().clone().cpu(),
+            state[p] = {"step": torch.as_tensor(entry["step"]).detach().clone().cpu(),
                         "exp_avg": entry["exp_avg"].detach().to(dtype=p.dtype, device=p.device, copy=True),
                         "exp_avg_sq": entry["exp_avg_sq"].detach().to(dtype=p.dtype, device=p.device, copy=True)}
         settings = {k: group[k] for k in ("lr", "betas", "eps", "weight_decay") if k in group}

@@ -2,11 +2,11 @@ import os
 
 import pytest
 
+from serve.environment import set_serve_environment
+
 # Ray 2.60 token auth is for real clusters; tests run a local Ray without it.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-from actors.runtime import set_serve_environment  # noqa: E402
-
-set_serve_environment()
+set_serve_environment()  # Serve's settings, as the launcher sets them
 
 
 @pytest.fixture(scope="module")

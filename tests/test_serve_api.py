@@ -74,7 +74,7 @@ def test_league_plays_frozen_opponents_through_serve(league, ray_local):
 
     status = serve.status()
     assert status.applications["opponents"].status == "RUNNING"
-    # no Serve proxy: no league route goes through one (actors.runtime.SERVE_ENVIRONMENT)
+    # no Serve proxy: no league route goes through one (serve.environment)
     assert status.proxies == {}, status.proxies
     before = league.status()["games"]
     time.sleep(3)
