@@ -8,9 +8,9 @@ For each parameter ``p`` with gradient ``g`` at step ``t``:
     p   <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 
 the same operations in the same order as ``torch.optim.Adam``'s single-tensor path, its default
-on CPU, so on CPU the two give equal parameters bit for bit (``tests/test_optim.py``; on a GPU
-torch defaults to its multi-tensor path, equal up to rounding), and the same ``state_dict``
-layout, so either loads the other's saved state. It is written here because any use of
+on CPU, and its multi-tensor path, its default on a GPU, so the two give equal parameters bit for
+bit (``tests/test_optim.py``), and the same ``state_dict`` layout, so either loads the other's
+saved state. It is written here because any use of
 ``torch.optim``, constructing an optimizer included, imports ``torch._dynamo``, which costs as much
 CPU as importing torch: every learner and prober process would pay it at start-up
 (``python -m bench.startup``)."""
@@ -23,19 +23,23 @@ import torch
 
 
 class Adam:
-    """``torch.optim.Adam(params, lr, betas, eps, weight_decay)`` without amsgrad, maximize or
-    decoupled decay: ``step``, ``zero_grad``, ``state_dict``, ``load_state_dict`` and
-    ``param_groups`` (one group; the learners set its ``lr`` and ``weight_decay``)."""
+    """``torch.optim.Adam(params, lr, betas, eps, weight_decay, foreach)`` without amsgrad, maximize
+    or decoupled decay: ``step``, ``zero_grad``, ``state_dict``, ``load_state_dict`` and
+    ``param_groups`` (one group; the learners set its ``lr`` and ``weight_decay``).
+
+    ``foreach`` chooses torch's multi-tensor path (a few ``torch._foreach_*`` kernels for all the
+    parameters) over its per-tensor one; None, as in torch, takes it when every parameter is on a
+    GPU."""
 
     def __init__(self, params: Iterable[torch.Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0):
+                 eps: float = 1e-8, weight_decay: float = 0.0, foreach: bool | None = None):
         params = list(params)
         if not params:
             raise ValueError("Adam got no parameters")
         if not (lr >= 0.0 and eps >= 0.0 and weight_decay >= 0.0 and 0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ValueError(f"Adam: invalid lr {lr}, betas {betas}, eps {eps} or weight_decay {weight_decay}")
-        self.param_groups: list[dict[str, Any]] = [
-            {"params": params, "lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}]
+        self.param_groups: list[dict[str, Any]] = [{"params": params, "lr": lr, "betas": tuple(betas), "eps": eps,
+                                                    "weight_decay": weight_decay, "foreach": foreach}]
         self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
 
     @property
@@ -50,24 +54,59 @@ class Adam:
     def step(self) -> None:
         group = self.param_groups[0]
         lr, (beta1, beta2), eps, weight_decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        for p in self.params:
-            if p.grad is None:
-                continue
-            state = self.state.get(p)
-            if state is None:
-                state = self.state[p] = {"step": torch.tensor(0.0, device="cpu"),
-                                         "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
-                                         "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format)}
-            grad, exp_avg, exp_avg_sq = p.grad, state["exp_avg"], state["exp_avg_sq"]
-            state["step"] += 1
-            if weight_decay != 0:
-                grad = grad.add(p, alpha=weight_decay)
-            exp_avg.lerp_(grad, 1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            step = state["step"].item()
-            bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
-            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-            p.addcdiv_(exp_avg, denom, value=-(lr / (1 - beta1 ** step)))
+        params = [p for p in self.params if p.grad is not None]
+        for p in params:
+            if p not in self.state:
+                self.state[p] = {"step": torch.tensor(0.0, device="cpu"),
+                                 "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+                                 "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format)}
+        foreach = group["foreach"]
+        if foreach is None:
+            foreach = all(p.device.type in ("cuda", "xpu") for p in self.params)
+        if not foreach:
+            for p in params:
+                self._step_one(p, lr, beta1, beta2, eps, weight_decay)
+            return
+        by_kind: dict[tuple, list[torch.Tensor]] = {}
+        for p in params:
+            by_kind.setdefault((p.device, p.dtype), []).append(p)
+        for same in by_kind.values():
+            self._step_many(same, lr, beta1, beta2, eps, weight_decay)
+
+    def _step_one(self, p: torch.Tensor, lr: float, beta1: float, beta2: float, eps: float,
+                  weight_decay: float) -> None:
+        """``torch.optim.adam._single_tensor_adam`` for one parameter."""
+        state = self.state[p]
+        grad, exp_avg, exp_avg_sq = p.grad, state["exp_avg"], state["exp_avg_sq"]
+        state["step"] += 1
+        if weight_decay != 0:
+            grad = grad.add(p, alpha=weight_decay)
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        step = state["step"].item()
+        bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        p.addcdiv_(exp_avg, denom, value=-(lr / (1 - beta1 ** step)))
+
+    def _step_many(self, params: list[torch.Tensor], lr: float, beta1: float, beta2: float, eps: float,
+                   weight_decay: float) -> None:
+        """``torch.optim.adam._multi_tensor_adam`` for parameters of one device and dtype."""
+        states = [self.state[p] for p in params]
+        grads = [p.grad for p in params]
+        exp_avgs, exp_avg_sqs = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
+        steps = [s["step"] for s in states]
+        torch._foreach_add_(steps, torch.tensor(1.0, device="cpu"), alpha=1.0)
+        if weight_decay != 0:
+            grads = torch._foreach_add(grads, params, alpha=weight_decay)
+        torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
+        torch._foreach_mul_(exp_avg_sqs, beta2)
+        torch._foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2)
+        counts = [s.item() for s in steps]
+        step_sizes = [(lr / (1 - beta1 ** n)) * -1 for n in counts]
+        denom = torch._foreach_sqrt(exp_avg_sqs)
+        torch._foreach_div_(denom, [(1 - beta2 ** n) ** 0.5 for n in counts])
+        torch._foreach_add_(denom, eps)
+        torch._foreach_addcdiv_(params, exp_avgs, denom, step_sizes)
 
     def state_dict(self) -> dict[str, Any]:
         """``torch.optim.Adam``'s layout: state by parameter index, one group with its settings."""
@@ -75,7 +114,7 @@ class Adam:
         index = {id(p): i for i, p in enumerate(self.params)}
         settings = {k: v for k, v in group.items() if k != "params"}
         return {"state": {index[id(p)]: dict(s) for p, s in self.state.items()},
-                "param_groups": [{**settings, "amsgrad": False, "maximize": False, "foreach": None,
+                "param_groups": [{**settings, "amsgrad": False, "maximize": False,
                                   "capturable": False, "differentiable": False, "fused": None,
                                   "decoupled_weight_decay": False, "params": list(range(len(self.params)))}]}
 
@@ -101,9 +140,10 @@ class Adam:
             if entry["exp_avg"].shape != p.shape or entry["exp_avg_sq"].shape != p.shape:
                 raise ValueError(f"parameter {index}: state of shape {tuple(entry['exp_avg'].shape)}, "
                                  f"parameter of shape {tuple(p.shape)}")
-            state[p] = {"step": torch.as_tensor(entry["step"]).detach().clone().cpu(),
+            step = entry["step"]  # a number in checkpoints of old torch versions, as torch reads them
+            state[p] = {"step": step.detach().clone().cpu() if torch.is_tensor(step) else torch.tensor(float(step)),
                         "exp_avg": entry["exp_avg"].detach().to(dtype=p.dtype, device=p.device, copy=True),
                         "exp_avg_sq": entry["exp_avg_sq"].detach().to(dtype=p.dtype, device=p.device, copy=True)}
-        settings = {k: group[k] for k in ("lr", "betas", "eps", "weight_decay") if k in group}
+        settings = {k: group[k] for k in ("lr", "betas", "eps", "weight_decay", "foreach") if k in group}
         self.param_groups[0].update(settings, betas=tuple(settings.get("betas", self.param_groups[0]["betas"])))
         self.state = state

@@ -27,9 +27,12 @@ def train(model: nn.Module, optimizer, steps: int, seed: int, lrs=None) -> None:
         optimizer.step()
 
 
+@pytest.mark.parametrize("foreach", [False, True], ids=["per-tensor", "multi-tensor"])
 @pytest.mark.parametrize("settings", [dict(lr=3e-3), dict(lr=1e-3, eps=1e-5), dict(lr=2e-3, weight_decay=1e-2),
                                       dict(lr=1e-3, betas=(0.5, 0.9))])
-def test_equals_torch_adam_parameter_for_parameter(settings):
+def test_equals_torch_adam_parameter_for_parameter(settings, foreach):
+    """Both of torch's paths: per tensor (its default on CPU) and multi-tensor (its default on a GPU)."""
+    settings = {**settings, "foreach": foreach}
     ours, ref = net(0), net(0)
     lrs = [settings["lr"] * (1 - t / 60) for t in range(40)]  # a schedule set through param_groups
     train(ours, Adam(ours.parameters(), **settings), 40, seed=1, lrs=lrs)
@@ -83,6 +86,7 @@ def test_training_with_it_does_not_import_torch_dynamo():
             "from policies.optim import Adam\n"
             "m = nn.Linear(4, 2); opt = Adam(m.parameters())\n"
             "opt.zero_grad(); m(torch.randn(8, 4)).sum().backward(); opt.step()\n"
+            "opt = Adam(m.parameters(), foreach=True); m(torch.randn(8, 4)).sum().backward(); opt.step()\n"
             "Adam(m.parameters()).load_state_dict(opt.state_dict())\n"
             "print('torch._dynamo' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
