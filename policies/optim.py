@@ -10,10 +10,9 @@ For each parameter ``p`` with gradient ``g`` at step ``t``:
 the same operations in the same order as ``torch.optim.Adam``'s single-tensor path, its default
 on CPU, and its multi-tensor path, its default on a GPU, so the two give equal parameters bit for
 bit (``tests/test_optim.py``), and the same ``state_dict`` layout, so either loads the other's
-saved state. It is written here because any use of
-``torch.optim``, constructing an optimizer included, imports ``torch._dynamo``, which costs as much
-CPU as importing torch: every learner and prober process would pay it at start-up
-(``python -m bench.startup``)."""
+saved state. It is written here because any use of ``torch.optim``, constructing an optimizer
+included, imports ``torch._dynamo``, which costs as much CPU as importing torch: every learner
+and prober process would pay it at start-up (``python -m bench.startup``)."""
 
 from __future__ import annotations
 
