@@ -18,6 +18,7 @@ from league.store import recorded_game
 from actors.runtime import SESSION_NAME, StorageInUse, reap_leftovers, session_processes
 from league.config import ConfigError, load_config
 from league.store import LeagueStore
+from serve.environment import SERVE_ENVIRONMENT
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1")
@@ -299,6 +300,13 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:  # gone meanwhile
+        return ""
+
+
 def _wait_for_progress(proc, lines, timeout=240):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -320,10 +328,16 @@ def test_a_sigkilled_launcher_resumes_exactly_and_ctrl_c_stops_it_cleanly(tmp_pa
     # the probe every 5 s, bigger than the shipped smoke config's, so that its interval is tight
     cmd = [sys.executable, "-m", "actors.launch", "--config", "configs/smoke.yaml", f"run.storage={tmp_path}",
            f"serve.port={PORT}", *PROBE, "run.max_minutes=5"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Serve's settings as a user's shell has them (none): the launcher sets them for its Ray
+    users_env = {k: v for k, v in ENV.items() if k not in SERVE_ENVIRONMENT}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=users_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     try:
         _wait_for_progress(proc, lines)
+        # its Ray runs Serve's controller and the opponents' replica, and no HTTP proxy (serve.environment)
+        names = [_cmdline(pid) for pid in session_processes((node_run_dir(tmp_path) / SESSION_NAME).read_text().strip())]
+        assert any("ServeController" in n for n in names) and any("ServeReplica" in n for n in names), names
+        assert not [n for n in names if "ProxyActor" in n], names
         second = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
         assert second.returncode == 3, second.stdout + second.stderr
         err = second.stderr.strip().splitlines()
