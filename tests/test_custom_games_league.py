@@ -1,5 +1,5 @@
-"""Leagues on games users bring, on a real local Ray: the example game in both forms through the
-launcher run as users run it (a subprocess, from their own folder, `/nash/act` over real HTTP), a
+"""Leagues on games users bring, on a real local Ray: the example game through the launcher run as
+users run it (a subprocess, from their own folder, `/nash/act` over real HTTP), a
 user's game that raises now and then (the league goes on, exact accounting), and PettingZoo's
 classic games Connect Four, Leduc hold'em and Go on a 5x5 board."""
 
@@ -70,19 +70,20 @@ def assert_exact_accounting(storage) -> int:
 FACTORY = "examples.nets.layernorm_mlp:build"
 
 
-@pytest.mark.parametrize("config, cwd, port, game, net", [
-    ("config.yaml", EXAMPLE, 8141, "boxes.vector:DotsAndBoxes", ["policy.hidden=[32,32]"]),  # from the user's folder
-    # run from elsewhere: the module imports from the config's folder; the user's own network too
-    ("examples/dots_and_boxes/config_pettingzoo.yaml", ROOT, 8142, "pettingzoo:boxes.aec:env",
-     [f"policy.net={FACTORY}", "policy.args={width: 16, depth: 1}"]),
-], ids=["vector", "pettingzoo-and-factory-net"])
-def test_the_example_game_runs_a_league_from_the_launcher_and_answers_nash_act(tmp_path, config, cwd, port, game, net):
-    cmd = [sys.executable, "-m", "actors.launch", "--config", config, f"run.storage={tmp_path}",
+def test_the_example_game_runs_a_league_from_the_launcher_and_answers_nash_act(tmp_path):
+    """The example's vector game, run from the user's folder with the user's own network (a factory
+    imported from elsewhere): ``/nash/act`` answers real positions with legal moves from members of
+    the pool, every acknowledged game is stored once, and the snapshots record the factory. (The
+    example's PettingZoo form runs through the launcher in tests/test_search_league.py, its game
+    line changed to a user's take-away game.)"""
+    port = 8141
+    cmd = [sys.executable, "-m", "actors.launch", "--config", "config.yaml", f"run.storage={tmp_path}",
            "run.max_minutes=4", f"serve.port={port}", "league.nash_every_seconds=2",
            *[f"roles.{role}.snapshot_every_steps=1000" for role in ("main_agent", "main_exploiter", "league_exploiter")],
            "roles.main_exploiter.min_steps_before_snapshot=500", "roles.league_exploiter.min_steps_before_snapshot=500",
-           "rollout.envs_per_worker=32", "rollout.steps_per_batch=512", "evaluator.games_per_pair=16", *net]
-    proc = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+           "rollout.envs_per_worker=32", "rollout.steps_per_batch=512", "evaluator.games_per_pair=16",
+           f"policy.net={FACTORY}", "policy.args={width: 16, depth: 1}"]
+    proc = subprocess.Popen(cmd, cwd=EXAMPLE, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     obs, masks = boxes_decisions(32)
     answer = None
     try:
@@ -113,18 +114,16 @@ def test_the_example_game_runs_a_league_from_the_launcher_and_answers_nash_act(t
     assert nash["game"]["obs_size"] == 20 and nash["game"]["num_actions"] == 12
     assert assert_exact_accounting(tmp_path) > 0
     with LeagueStore(tmp_path, create=False) as store:
-        assert store.get_meta("game") == game
+        assert store.get_meta("game") == "boxes.vector:DotsAndBoxes"
         # where the game imports from, so the evaluation tools load it from any directory (league.imports)
         assert store.get_meta("import_paths")[0] == str(EXAMPLE.resolve())
         blobs = [store.snapshot_blob(a.agent_id) for a in store.agents()]
     # the example configs' snapshots play their network's most probable move; the network is the config's
     assert blobs and all(type(policy_from_bytes(b)).__name__ == "GreedyPolicy" for b in blobs)
     models = [policy_from_bytes(b, as_played=False) for b in blobs]
-    if any(o.startswith("policy.net=") for o in net):  # snapshots record the factory and its args, as data
-        assert all(m.spec.net == FACTORY and m.spec.args == {"width": 16, "depth": 1} for m in models)
-        assert all(type(m.body).__name__ == "LayerNormMLP" for m in models)
-    else:
-        assert all(m.spec.net == "mlp" and m.spec.hidden == (32, 32) for m in models)
+    # snapshots record the factory and its args, as data
+    assert all(m.spec.net == FACTORY and m.spec.args == {"width": 16, "depth": 1} for m in models)
+    assert all(type(m.body).__name__ == "LayerNormMLP" for m in models)
 
 
 # ---------------------------------------------------------------------------- in-process leagues, one Ray
@@ -258,7 +257,7 @@ def test_pettingzoo_classic_leagues(user_ray, tmp_path, game, params):
     with LeagueStore(tmp_path, create=False) as store:
         nash = store.latest_nash()
         assert nash is not None and abs(sum(nash["weights"]) - 1.0) < 1e-6
-        assert store.get_meta("game") == game
+        assert store.get_meta("game") == "boxes.vector:DotsAndBoxes"
 
 
 BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
