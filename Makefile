@@ -15,10 +15,14 @@ export OMP_NUM_THREADS ?= 1
 
 .PHONY: setup run test test-fast lint-imports bench monitor monitor-info prometheus browser clean
 
+# pip compiles each package's bytecode in one process; compileall does it on every core afterwards
+# (its exit status ignored, as pip ignores the files that do not compile under this Python, such as
+# torch's Python 3.12 examples).
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install --no-compile -c constraints.txt -e '.[dev]'
+	@$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" > /dev/null 2>&1 || true
 	touch $(STAMP)
 
 setup: $(STAMP)
