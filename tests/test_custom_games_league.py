@@ -257,7 +257,7 @@ def test_pettingzoo_classic_leagues(user_ray, tmp_path, game, params):
     with LeagueStore(tmp_path, create=False) as store:
         nash = store.latest_nash()
         assert nash is not None and abs(sum(nash["weights"]) - 1.0) < 1e-6
-        assert store.get_meta("game") == "boxes.vector:DotsAndBoxes"
+        assert store.get_meta("game") == game
 
 
 BATTLE = "pettingzoo-parallel:magent2.environments.battle_v4:parallel_env"
