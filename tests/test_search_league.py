@@ -22,6 +22,7 @@ from league import measures
 from league.store import LeagueStore, StoreError
 from policies.snapshot import learner_average_from_bytes, learner_state_from_bytes, policy_from_bytes
 from test_launch import assert_exact_accounting, run_until
+from test_nets import decisions
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
@@ -96,27 +97,6 @@ def test_tic_tac_toe_learns_from_search_with_exact_nash_conv_and_resumes(tmp_pat
 TAKEAWAY = "pettingzoo:tests.data.takeaway:env"
 
 
-def takeaway_decisions(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Observations and legal masks of ``n`` take-away positions with fewer stones than moves (some
-    moves illegal), reached by random play in the game itself."""
-    from envs import NO_ACTION, make_game
-
-    game, rng = make_game(TAKEAWAY, n, seed=seed), np.random.default_rng(seed)
-    obs, masks = [], []
-    while len(obs) < n:
-        for seat in (0, 1):
-            rows = np.flatnonzero(game.movers()[:, seat])
-            o, m = game.observe(seat, rows)
-            obs += [x for x, legal in zip(o, m) if not legal.all()]
-            masks += [legal for legal in m if not legal.all()]
-        actions = np.full((n, 2), NO_ACTION)
-        for seat in (0, 1):
-            rows = np.flatnonzero(game.movers()[:, seat])
-            actions[rows, seat] = (rng.random((rows.size, 12)) * game.observe(seat, rows)[1]).argmax(axis=1)
-        game.step(actions)
-    return np.array(obs[:n]), np.array(masks[:n])
-
-
 def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_is_measured_exactly(tmp_path):
     """The example config with its game line changed, as a user would, their game a module beside it
     (``takeaway.py``) and the launcher run from elsewhere: the module imports from the config's folder.
@@ -130,7 +110,11 @@ def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_
     text = (ROOT / "examples/dots_and_boxes/config_pettingzoo.yaml").read_text()
     lines = ['game: {name: "pettingzoo:takeaway:env"}' if line.startswith("game:") else line for line in text.splitlines()]
     config.write_text("\n".join(lines) + "\n")
-    obs, masks = takeaway_decisions(16)  # the same game, from this repository's copy
+    # real positions of the same game (this repository's copy) with fewer stones than moves: some moves illegal
+    obs, masks = decisions(TAKEAWAY, 2000)
+    obs, masks = obs[~masks.all(axis=1)][:16], masks[~masks.all(axis=1)][:16]
+    assert len(obs) == 16
+    port = 8152
     answer = {}
 
     def measured() -> bool:
@@ -139,16 +123,17 @@ def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_
             low = any(m["value"] <= 0.5 for m in store.measurements(measures.NASH_CONV))
             return low and bool(learners) and all(l["step"] > 0 for l in learners)
         if not answer and read_store(tmp_path / "run", done, False):
-            r = requests.post("http://127.0.0.1:8152/nash/act", timeout=30, json={
+            r = requests.post(f"http://127.0.0.1:{port}/nash/act", timeout=30, json={
                 "observations": obs.tolist(), "legal_masks": masks.astype(int).tolist(), "seed": 1})
-            answer.update(r.json(), status=r.status_code, nash=requests.get("http://127.0.0.1:8152/nash", timeout=30).json())
+            answer.update(r.json(), status=r.status_code,
+                          nash=requests.get(f"http://127.0.0.1:{port}/nash", timeout=30).json())
         return bool(answer)
 
     launch_until("--config", str(config), f"run.storage={tmp_path / 'run'}", "run.max_minutes=3",
-                 "run.exploitability_every_seconds=10", "serve.port=8152", until=measured)
+                 "run.exploitability_every_seconds=10", f"serve.port={port}", until=measured)
     assert answer["status"] == 200, answer
     assert len(answer["actions"]) == 16 and all(masks[i, a] for i, a in enumerate(answer["actions"]))
-    assert answer["members"] and answer["nash"]["game"]["num_actions"] == 12
+    assert answer["nash"]["game"]["obs_size"] == 122 and answer["nash"]["game"]["num_actions"] == 12
     with LeagueStore(tmp_path / "run", create=False) as store:
         assert store.get_meta("game") == "pettingzoo:takeaway:env"
         # where the game imports from, so the evaluation tools load it from any directory (league.imports)
@@ -156,6 +141,8 @@ def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_
         measured = store.measurements(measures.NASH_CONV)
         learners = store.learners()
         blobs = [store.snapshot_blob(a.agent_id) for a in store.agents()]
+        # every answer by snapshots of this league
+        assert answer["members"] and set(answer["members"]) <= {a.agent_id for a in store.agents(include_removed=True)}
         assert_exact_accounting(store, tmp_path / "run")
     assert measured and all(0.0 <= m["value"] <= 2.0 for m in measured)
     assert min(m["value"] for m in measured) <= 0.5, [round(m["value"], 3) for m in measured]
