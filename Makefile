@@ -13,7 +13,7 @@ export RAY_SERVE_ENABLE_DIRECT_INGRESS ?= 0
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup run test test-fast lint-imports bench monitor monitor-info prometheus browser clean
+.PHONY: setup run test test-fast bytecode lint-imports bench monitor monitor-info prometheus browser clean
 
 # pip compiles each package's bytecode in one process; compileall does it on every core afterwards
 # (its exit status ignored, as pip ignores the files that do not compile under this Python, such as
@@ -27,21 +27,27 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
-run: setup
+run: setup bytecode
 	$(PY) -m actors.launch $(ARGS)
 
 # The tests that start no Ray run first, in two processes; then the tests that start Ray, one
 # after another (one local Ray at a time), on an otherwise idle machine: run beside them, the pure
 # tests slow their leagues (docs/results.md, "The test suite's time"). Either half may select
 # nothing when PYTEST_ARGS names tests of the other kind; both selecting nothing (exit code 5) fails.
-test: setup prometheus browser lint-imports
+test: setup prometheus browser lint-imports bytecode
 	@$(PY) -m pytest -q -n 2 -m "not ray" $(PYTEST_ARGS); pure=$$?; \
 	$(PY) -m pytest -q -m ray --durations=15 $(PYTEST_ARGS); ray=$$?; \
 	echo "make test: pure tests exit $$pure, Ray tests exit $$ray"; \
 	if [ $$pure = 5 ] && [ $$ray = 5 ]; then exit 5; fi; \
 	[ $$pure = 0 -o $$pure = 5 ] && [ $$ray = 0 -o $$ray = 5 ]
 
-test-fast: setup lint-imports
+# The project's own bytecode, compiled on every core before the tests: every Ray worker imports these
+# modules, and with PYTHONDONTWRITEBYTECODE set (as in many CI images) each would compile them again.
+bytecode: setup
+	@$(PY) -m compileall -q -j 0 nash_league league envs policies evaluation actors serve monitoring operations \
+		experiments bench examples tests > /dev/null
+
+test-fast: setup lint-imports bytecode
 	$(PY) -m pytest -q -n auto -m "not ray and not slow" $(PYTEST_ARGS)
 
 # The layers' contracts (pyproject's [tool.importlinter]; docs/architecture.md): a wrong arrow fails.
