@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from conftest import stop_ray_at
 from league.store import LeagueStore
 from policies.snapshot import policy_from_bytes
 
@@ -116,12 +117,13 @@ def cluster(tmp_path_factory):
 
     prom, prom_url = start_prometheus(tmp_path_factory.mktemp("prometheus"))
     # short: Ray's unix sockets live under a node's temp dir (a socket path holds at most 107 bytes)
-    node_dirs = {k: tempfile.mkdtemp(prefix=f"rn{k}_", dir="/tmp") for k in (1, 2)}
+    node_dirs = {k: tempfile.mkdtemp(prefix=f"rn{k}_", dir="/tmp") for k in (0, 1, 2)}
     try:
         ray_cli("start", "--head", f"--port={GCS_PORT}", "--num-cpus=2", '--resources={"league_storage": 1}',
                 "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={DASHBOARD_PORT}",
                 # a killed node is declared dead after ~3 s instead of ~15 s
-                '--system-config={"health_check_period_ms": 1000, "health_check_failure_threshold": 3}', *node_args(0))
+                '--system-config={"health_check_period_ms": 1000, "health_check_failure_threshold": 3}',
+                *node_args(0, node_dirs[0]))
         for k in (1, 2):
             ray_cli("start", f"--address=127.0.0.1:{GCS_PORT}", "--num-cpus=8",
                     f'--resources={{"league_worker": 1, "node_w{k}": 1}}', *node_args(k, node_dirs[k]))
@@ -141,7 +143,9 @@ def cluster(tmp_path_factory):
         if job is not None and job["proc"].poll() is None:
             job["proc"].kill()
         ray.shutdown()
-        subprocess.run([str(BIN / "ray"), "stop", "--force"], env=ENV, capture_output=True, timeout=120)
+        # its three nodes, and no other Ray on this machine (``ray stop`` would stop them all)
+        for folder in node_dirs.values():
+            stop_ray_at(folder)
         for folder in node_dirs.values():
             shutil.rmtree(folder, ignore_errors=True)
 

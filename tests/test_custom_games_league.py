@@ -166,7 +166,7 @@ def user_ray(request, tmp_path_factory):
     os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([before] if before else []))
     sys.path[:0] = paths
     try:
-        yield request.getfixturevalue("ray_local")
+        yield request.getfixturevalue("own_ray")
     finally:
         for p in paths:
             sys.path.remove(p)

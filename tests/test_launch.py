@@ -205,11 +205,12 @@ def test_a_start_reaps_what_a_killed_run_left_of_its_ray_and_nothing_else(tmp_pa
             proc.wait(timeout=30)
 
 
-def run_until(cmd: list[str], seen, seconds: float = 240, cwd=ROOT):
+def run_until(cmd: list[str], seen, seconds: float = 240, cwd=ROOT, env=None):
     """The launcher (``cmd``) as a user runs it, its output read line by line until ``seen(line)``
     gives something other than None (or ``seconds`` pass), then stopped with Ctrl-C as a user does.
-    Returns (exit code, all its output, what ``seen`` gave or None)."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    ``env`` is its environment (default ``ENV``). Returns (exit code, all its output, what ``seen``
+    gave or None)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=ENV if env is None else env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines, got = [], None
     try:
         deadline = time.time() + seconds

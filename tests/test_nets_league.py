@@ -35,13 +35,16 @@ SMALL = ["rollout.envs_per_worker=32", "rollout.steps_per_batch=512", "ppo.minib
          "evaluator.games_per_pair=16", "run.progress_every_seconds=5"]
 
 
-def run_league(storage: Path, args: list[str], ready, timeout: float = 300):
-    """Launch, call ``ready(store)`` every few seconds until it returns a value, then SIGINT.
-    Returns (that value, the launcher's output)."""
+def run_league(storage: Path, args: list[str], ready, ray_address: str, timeout: float = 300):
+    """Launch into the cluster at ``ray_address`` (as under ``ray job submit``), call ``ready(store)``
+    every few seconds until it returns a value, then SIGINT. Returns (that value, the launcher's
+    output)."""
     cmd = [sys.executable, "-m", "actors.launch", *args, f"run.storage={storage}", "run.max_minutes=6",
            f"serve.port={PORT}"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    value, out = None, ""
+    log = storage.parent / f"{storage.name}.log"  # a file: a joined launcher prints its actors' logs too
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(ENV, RAY_ADDRESS=ray_address), stdout=log.open("w"),
+                            stderr=subprocess.STDOUT)
+    value = None
     try:
         deadline = time.time() + timeout
         while time.time() < deadline and proc.poll() is None:
@@ -53,11 +56,12 @@ def run_league(storage: Path, args: list[str], ready, timeout: float = 300):
             if value is not None:
                 break
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=240)
+        proc.wait(timeout=240)
     finally:
         if proc.poll() is None:
             proc.kill()
-            out += proc.communicate()[0] or ""
+            proc.wait()
+    out = log.read_text()
     assert proc.returncode == 0, out[-3000:]
     assert value is not None, out[-3000:]
     return value, out
@@ -75,7 +79,7 @@ def anchors_on_status() -> dict | None:
     return s if all(set(a.get(subject, {})) == set(ANCHORS) for subject in SUBJECTS) else None
 
 
-def test_a_conv_league_on_connect_four_trains_snapshots_serves_answers_nash_act_and_scores_anchors(tmp_path):
+def test_a_conv_league_on_connect_four_trains_snapshots_serves_answers_nash_act_and_scores_anchors(tmp_path, shared_ray):
     from envs import make_game
 
     game = make_game("connect_four", 64, seed=0)
@@ -118,7 +122,7 @@ def test_a_conv_league_on_connect_four_trains_snapshots_serves_answers_nash_act_
                            "roles.main_agent.snapshot_every_steps=2000", f"anchors=[{', '.join(ANCHORS)}]",
                            'anchor_elo={"mcts:10": 1400}', "evaluator.anchor_every_seconds=2", "search.simulations=8",
                            f"search.anchor_games={SEARCH_GAMES}",
-                           f"evaluator.anchor_games={ANCHOR_GAMES}", *SMALL], ready)
+                           f"evaluator.anchor_games={ANCHOR_GAMES}", *SMALL], ready, shared_ray)
     from actors.progress import quality_text
 
     assert "vs anchors uniform" in quality_text(status) and "with search uniform" in quality_text(status)  # what the progress line shows of this status

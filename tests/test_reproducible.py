@@ -60,14 +60,14 @@ def first_update_parameters(tmp_path, seed: int) -> dict[str, torch.Tensor]:
         return policy_from_bytes(store.snapshot_blob(first.agent_id)).state_dict()
 
 
-def test_same_seed_gives_the_same_parameters_after_the_first_update(tmp_path):
+def test_same_seed_gives_the_same_parameters_after_the_first_update(tmp_path, shared_ray):
     import ray
 
     a = first_update_parameters(tmp_path, 11)  # no Ray running: LeagueRun starts a local one, and stops it
     assert not ray.is_initialized()
-    # a process connected to a Ray (a notebook's ray.init) runs its leagues there, one after another
-    ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=16, include_dashboard=False,
-             log_to_driver=False)
+    # a process connected to a Ray (a notebook's ray.init on a cluster) runs its leagues there, one
+    # after another
+    ray.init(address=shared_ray, log_to_driver=False)
     try:
         b = first_update_parameters(tmp_path, 11)
         c = first_update_parameters(tmp_path, 12)

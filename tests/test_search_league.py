@@ -31,11 +31,13 @@ UNIFORM_TIC_TAC_TOE = 1.9196593915343916  # OpenSpiel's nash_conv of uniform pla
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-def launch_until(*args: str, until) -> str:
+def launch_until(*args: str, until, ray_address: str | None = None, seconds: float = 240) -> str:
     """The launcher until ``until()`` holds (asked at each line it prints, a progress line a second),
-    then Ctrl-C (``test_launch.run_until``): it must stop cleanly."""
+    then Ctrl-C (``test_launch.run_until``): it must stop cleanly. With ``ray_address`` it joins that
+    cluster, as under ``ray job submit``; else it starts its own Ray."""
+    env = dict(ENV, RAY_ADDRESS=ray_address) if ray_address else ENV
     code, out, _ = run_until([sys.executable, "-m", "actors.launch", *args, "run.progress_every_seconds=1"],
-                             lambda line: True if until() else None)
+                             lambda line: True if until() else None, seconds=seconds, env=env)
     assert code == 0, out[-4000:]
     return out
 
@@ -49,7 +51,7 @@ def read_store(storage: Path, fn, empty):
         return empty
 
 
-def test_tic_tac_toe_learns_from_search_with_exact_nash_conv_and_resumes(tmp_path):
+def test_tic_tac_toe_learns_from_search_with_exact_nash_conv_and_resumes(tmp_path, shared_ray):
     def state():
         return read_store(tmp_path, lambda store: ([m["value"] for m in store.measurements(measures.NASH_CONV)],
                                                    [a for a in store.agents() if a.agent_id.startswith("main_agent-0-")],
@@ -61,7 +63,7 @@ def test_tic_tac_toe_learns_from_search_with_exact_nash_conv_and_resumes(tmp_pat
 
     out = launch_until("--config", "configs/tic_tac_toe.yaml", f"run.storage={tmp_path}", "run.max_minutes=3",
                        "run.exploitability_every_seconds=5", "roles.main_agent.snapshot_every_steps=5000",
-                       "serve.port=8151", until=learned)
+                       "serve.port=8151", until=learned, ray_address=shared_ray)
     assert "NashConv" in out  # the progress line shows the published policy's exact NashConv
     values, snapshots, (learner,) = state()
     assert len(values) >= 2 and len(snapshots) >= 2
@@ -90,7 +92,7 @@ def test_tic_tac_toe_learns_from_search_with_exact_nash_conv_and_resumes(tmp_pat
         return any(again["version"] > learner["version"] and again["step"] > learner["step"] for again in state()[2])
 
     launch_until("--config", "configs/tic_tac_toe.yaml", f"run.storage={tmp_path}", "run.max_minutes=1",
-                 "learner.checkpoint_every_seconds=5", "serve.port=8151", until=went_on)
+                 "learner.checkpoint_every_seconds=5", "serve.port=8151", until=went_on, ray_address=shared_ray)
     assert went_on()
 
 
@@ -129,8 +131,10 @@ def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_
                           nash=requests.get(f"http://127.0.0.1:{port}/nash", timeout=30).json())
         return bool(answer)
 
-    launch_until("--config", str(config), f"run.storage={tmp_path / 'run'}", "run.max_minutes=3",
-                 "run.exploitability_every_seconds=10", f"serve.port={port}", until=measured)
+    # stopped once measured: the cap bounds only a run that fails
+    out = launch_until("--config", str(config), f"run.storage={tmp_path / 'run'}", "run.max_minutes=5",
+                       "run.exploitability_every_seconds=10", f"serve.port={port}", until=measured, seconds=330)
+    assert answer, out[-3000:]  # the league measured a NashConv of at most 0.5 within its 5 minutes
     assert answer["status"] == 200, answer
     assert len(answer["actions"]) == 16 and all(masks[i, a] for i, a in enumerate(answer["actions"]))
     assert answer["nash"]["game"]["obs_size"] == 122 and answer["nash"]["game"]["num_actions"] == 12
@@ -151,7 +155,7 @@ def test_a_users_take_away_game_under_the_example_config_learns_from_search_and_
     assert blobs and all(type(policy_from_bytes(b)).__name__ == "GreedyPolicy" for b in blobs)
 
 
-def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_network_alone(tmp_path):
+def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_network_alone(tmp_path, shared_ray):
     """The searches' leaves are evaluated in the Serve deployment (``rollout.policy_inference: serve``,
     one batch across workers, as on a GPU), the worker holding only version numbers: the learner
     trains only if they are answered."""
@@ -162,7 +166,8 @@ def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_networ
                              "rollout.envs_per_worker=32", "rollout.steps_per_batch=256",
                              "roles.main_agent.snapshot_every_steps=300", "evaluator.games_per_pair=16",
                              "evaluator.anchor_every_seconds=1000", "rollout.policy_inference=serve"],
-                            cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            cwd=ROOT, env=dict(ENV, RAY_ADDRESS=shared_ray), stdout=(tmp_path / "launcher.log").open("w"),
+                            stderr=subprocess.STDOUT)  # a file: a joined launcher prints its actors' logs too
     import pyspiel
 
     state = pyspiel.load_game("connect_four").new_initial_state()
@@ -180,10 +185,11 @@ def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_networ
             if r.status_code == 200:
                 answer = r.json()
         proc.send_signal(signal.SIGINT)  # Ctrl-C once it answers: the league stops cleanly
-        out, _ = proc.communicate(timeout=180)
+        proc.wait(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
+    out = (tmp_path / "launcher.log").read_text()
     assert proc.returncode == 0, out[-3000:]
     assert answer is not None and 0 <= answer["actions"][0] < 7, out[-3000:]
     with LeagueStore(storage, create=False) as store:
