@@ -22,7 +22,8 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: "shared_ray" in getattr(item, "fixturenames", ()))
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
     import socket
 
     with socket.socket() as sock:
@@ -40,10 +41,10 @@ def shared_ray():
     session folder or need their own ``PYTHONPATH`` start their own."""
     ray_bin = Path(sys.executable).parent / "ray"
     temp = tempfile.mkdtemp(prefix="nlray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
-    port = _free_port()
+    port = free_port()
     # ports of its own, and worker ports above the range Ray picks from by default (10002-19999), so
     # that the local Rays other tests start beside it find theirs free
-    ports = [f"--{name}={_free_port()}" for name in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+    ports = [f"--{name}={free_port()}" for name in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
                                                        "metrics-export-port", "runtime-env-agent-port",
                                                        "node-manager-port", "object-manager-port")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))

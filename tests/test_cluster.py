@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import stop_ray_at
+from conftest import free_port, stop_ray_at
 from league.store import LeagueStore
 from policies.snapshot import policy_from_bytes
 
@@ -86,11 +85,6 @@ def node_args(k: int, temp_dir: str | None = None) -> list[str]:
             f"--metrics-export-port={HEAD_METRICS_PORT if k == 0 else 8091 + k}"] + \
         ([f"--temp-dir={temp_dir}"] if temp_dir else [])
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_prometheus(folder: Path):

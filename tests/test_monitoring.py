@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ import pytest
 import requests
 import yaml
 
+from conftest import free_port
 from monitoring.targets import TARGETS_FILE
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -28,11 +28,6 @@ DASHBOARDS = sorted((ROOT / "monitoring/grafana/dashboards").glob("*.json"))
 PROVISIONED = yaml.safe_load((ROOT / "monitoring/grafana/provisioning/datasources/prometheus.yaml").read_text())
 STALE_TARGET = "127.0.0.1:9"  # discard port: what a crashed earlier run may leave in the targets file
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def rate_interval() -> str:

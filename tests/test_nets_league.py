@@ -42,8 +42,9 @@ def run_league(storage: Path, args: list[str], ready, ray_address: str, timeout:
     cmd = [sys.executable, "-m", "actors.launch", *args, f"run.storage={storage}", "run.max_minutes=6",
            f"serve.port={PORT}"]
     log = storage.parent / f"{storage.name}.log"  # a file: a joined launcher prints its actors' logs too
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(ENV, RAY_ADDRESS=ray_address), stdout=log.open("w"),
-                            stderr=subprocess.STDOUT)
+    with log.open("w") as sink:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(ENV, RAY_ADDRESS=ray_address), stdout=sink,
+                                stderr=subprocess.STDOUT)
     value = None
     try:
         deadline = time.time() + timeout

@@ -5,13 +5,13 @@ part of a batch, end an update with the parameters of one learner given the whol
 from __future__ import annotations
 
 import copy
-import socket
 
 import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
 
+from conftest import free_port
 from envs.symmetry import Symmetries
 from league.config import PPOConfig, SearchLearnerConfig
 from policies import expert
@@ -101,11 +101,6 @@ def replica(rank: int, port: int, out: str) -> None:
     finally:
         group.leave()
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

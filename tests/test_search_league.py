@@ -160,14 +160,14 @@ def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_networ
     one batch across workers, as on a GPU), the worker holding only version numbers: the learner
     trains only if they are answered."""
     storage = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "actors.launch", "--config", "configs/connect_four.yaml",
-                             f"run.storage={storage}", "run.max_minutes=4", "serve.port=8153",
-                             "policy.hidden=[32,32]", "search_learner.simulations=4", "search_learner.considered=4",
-                             "rollout.envs_per_worker=32", "rollout.steps_per_batch=256",
-                             "roles.main_agent.snapshot_every_steps=300", "evaluator.games_per_pair=16",
-                             "evaluator.anchor_every_seconds=1000", "rollout.policy_inference=serve"],
-                            cwd=ROOT, env=dict(ENV, RAY_ADDRESS=shared_ray), stdout=(tmp_path / "launcher.log").open("w"),
-                            stderr=subprocess.STDOUT)  # a file: a joined launcher prints its actors' logs too
+    with (tmp_path / "launcher.log").open("w") as sink:  # a file: a joined launcher prints its actors' logs too
+        proc = subprocess.Popen([sys.executable, "-m", "actors.launch", "--config", "configs/connect_four.yaml",
+                                 f"run.storage={storage}", "run.max_minutes=4", "serve.port=8153",
+                                 "policy.hidden=[32,32]", "search_learner.simulations=4", "search_learner.considered=4",
+                                 "rollout.envs_per_worker=32", "rollout.steps_per_batch=256",
+                                 "roles.main_agent.snapshot_every_steps=300", "evaluator.games_per_pair=16",
+                                 "evaluator.anchor_every_seconds=1000", "rollout.policy_inference=serve"],
+                                cwd=ROOT, env=dict(ENV, RAY_ADDRESS=shared_ray), stdout=sink, stderr=subprocess.STDOUT)
     import pyspiel
 
     state = pyspiel.load_game("connect_four").new_initial_state()
