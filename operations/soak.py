@@ -259,7 +259,8 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
         "rss_mb_per_hour_max_actor": actor,
         # each kind as last read while the league ran (a stopping league's last readings lack some)
         "rss_mb": {k: round(last_of(k)["rss_mb"], 1) for k in kinds},
-        "processes": {k: last_of(k)["processes"] for k in kinds},
+        # the most of each kind in one sample: the league at full strength, not half started or stopped
+        "processes": {k: max(s["kinds"][k]["processes"] for s in samples if k in s["kinds"]) for k in kinds},
         "fds_growth": (fds(half[-1]) - fds(half[0])) if half else 0,
         "object_store_mb": samples[-1]["object_store_mb"] if samples else None,
         "snapshot_loads_per_minute": loads,
