@@ -1,4 +1,5 @@
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,6 +58,7 @@ def shared_ray():
         yield f"127.0.0.1:{port}"
     finally:
         stop_ray_at(temp)
+        shutil.rmtree(temp, ignore_errors=True)  # its session's logs
 
 
 def stop_ray_at(temp: str) -> None:
