@@ -229,7 +229,11 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
     kinds = sorted({k for s in samples for k in s["kinds"]})
     rss = slopes_by_kind([(s["t"], {k: v["rss_mb"] for k, v in s["kinds"].items()}) for s in half], kinds)
     fds = lambda s: sum(v["fds"] for v in s["kinds"].values())  # noqa: E731
-    last_of = lambda k: next(s["kinds"][k] for s in reversed(samples) if k in s["kinds"])  # noqa: E731
+    # each kind as last read at full strength (the most processes of it in one sample): a league's first
+    # and last readings, while it starts and stops, lack some
+    most = {k: max(s["kinds"][k]["processes"] for s in samples if k in s["kinds"]) for k in kinds}
+    full = lambda k: next(s["kinds"][k] for s in reversed(samples)  # noqa: E731
+                          if s["kinds"].get(k, {}).get("processes") == most[k])
     span_min = (half[-1]["t"] - half[0]["t"]) / 60.0 if len(half) > 1 else 0.0
     loads = {k: round((half[-1].get("snapshot_loads", {}).get(k, 0.0) - half[0].get("snapshot_loads", {}).get(k, 0.0))
                       / span_min, 2) for k in sorted(half[-1].get("snapshot_loads", {}))} if span_min else {}
@@ -257,10 +261,8 @@ def summarize(samples: list[dict], rates: list[tuple[float, float]], minutes: fl
         "store_bytes_per_hour": round(slope_per_hour(t, [s["store_bytes"] for s in half]), 1),
         "rss_mb_per_hour": rss,
         "rss_mb_per_hour_max_actor": actor,
-        # each kind as last read while the league ran (a stopping league's last readings lack some)
-        "rss_mb": {k: round(last_of(k)["rss_mb"], 1) for k in kinds},
-        # the most of each kind in one sample: the league at full strength, not half started or stopped
-        "processes": {k: max(s["kinds"][k]["processes"] for s in samples if k in s["kinds"]) for k in kinds},
+        "rss_mb": {k: round(full(k)["rss_mb"], 1) for k in kinds},
+        "processes": most,
         "fds_growth": (fds(half[-1]) - fds(half[0])) if half else 0,
         "object_store_mb": samples[-1]["object_store_mb"] if samples else None,
         "snapshot_loads_per_minute": loads,

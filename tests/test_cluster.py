@@ -86,7 +86,6 @@ def node_args(k: int, temp_dir: str | None = None) -> list[str]:
         ([f"--temp-dir={temp_dir}"] if temp_dir else [])
 
 
-
 def start_prometheus(folder: Path):
     """`make monitor` on the head node: Debian's Prometheus with the shipped config, unedited.
     Returns (process, its URL), or (None, None) where it is not installed."""

@@ -29,7 +29,6 @@ PROVISIONED = yaml.safe_load((ROOT / "monitoring/grafana/provisioning/datasource
 STALE_TARGET = "127.0.0.1:9"  # discard port: what a crashed earlier run may leave in the targets file
 
 
-
 def rate_interval() -> str:
     """Grafana's $__rate_interval at its floor: four scrape intervals of the provisioned data source."""
     step = PROVISIONED["datasources"][0]["jsonData"]["timeInterval"]

@@ -102,7 +102,6 @@ def replica(rank: int, port: int, out: str) -> None:
         group.leave()
 
 
-
 @pytest.fixture(scope="module")
 def two_replicas(tmp_path_factory):
     out = tmp_path_factory.mktemp("replicas")

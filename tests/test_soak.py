@@ -51,9 +51,11 @@ def test_summary_fits_the_second_half_and_compares_quarters():
     # second half, t = 5..10 min: 5, 6, 7, 8, 8, 8 MB; least squares 22/35 MB a minute
     assert out["snapshot_cache_mb_per_hour"]["evaluator"] == pytest.approx(60 * 22 / 35, abs=1e-3)
     assert slope_per_hour([0.0], [1.0]) == 0.0
-    # the league at full strength: a last sample taken while it stopped (one learner left) counts no less
-    samples[-1]["kinds"]["learner"]["processes"] = 1
-    assert summarize(samples, rates, 10)["processes"] == {"learner": 2}
+    assert out["processes"] == {"learner": 2} and out["rss_mb"] == {"learner": 210.0}
+    # a last sample taken while the league stopped (one learner left): the kind as last read whole
+    samples[-1]["kinds"]["learner"].update(processes=1, rss_mb=100.0)
+    stopping = summarize(samples, rates, 10)
+    assert stopping["processes"] == {"learner": 2} and stopping["rss_mb"] == {"learner": 208.0}
 
 
 def soak_command(*args: str) -> list[str]:
