@@ -26,9 +26,12 @@ import asyncio
 import logging
 import socket
 import time
+from typing import TYPE_CHECKING
 
 import ray
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +143,8 @@ def join_group(rendezvous, rank: int, size: int, backend: str):
 
 def broadcast_bytes(group, data: bytes | None) -> bytes:
     """Replica 0's ``data`` on every replica (the others pass None)."""
+    import torch  # here: the rendezvous actor's process, which imports this module, needs no torch
+
     size = torch.tensor([len(data) if group.rank == 0 else 0], dtype=torch.int64)
     group.broadcast_([size])
     payload = (torch.frombuffer(bytearray(data), dtype=torch.uint8) if group.rank == 0

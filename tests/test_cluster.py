@@ -44,6 +44,8 @@ OVERRIDES = [
     # exploiter, so that the league's eight learners and workers start within the waits below
     f"learner.resources={json.dumps(WORKER)}", "learner.scheduling=spread", "learner.replicas=2",
     "roles.league_exploiter.count=0",
+    # nothing here reads the probe or the anchors: no prober or anchor judge to start on the workers
+    "evaluator.probe_every_seconds=0", "anchors=[]",
     f"rollout.resources={json.dumps(WORKER)}", "rollout.scheduling=spread",
     f"evaluator.resources={json.dumps(WORKER)}",
     f"serve.resources={json.dumps(WORKER)}", "serve.num_replicas=2", f"serve.port={SERVE_PORT}",

@@ -72,7 +72,9 @@ def test_each_kind_of_kill_loses_no_acknowledged_result_or_snapshot(ray_local, t
     acknowledged is stored and loads; nothing else is stored."""
     from operations.chaos import KINDS, run_chaos
 
-    summary = run_chaos(schedule=list(KINDS), storage=str(tmp_path), minutes=10, every_s=(1.0, 2.0))
+    # no prober or anchor judge: the evaluator killed is the one that measures the payoff
+    summary = run_chaos(schedule=list(KINDS), storage=str(tmp_path), minutes=10, every_s=(1.0, 2.0),
+                        overrides=("evaluator.probe_every_seconds=0", "anchors=[]"))
     print(summary)
     assert summary["kills"] == {kind: 1 for kind in KINDS}
     assert summary["unrecovered"] == 0 and summary["outbox_pending"] == []

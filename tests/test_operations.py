@@ -145,7 +145,7 @@ def test_a_long_runs_operations_backup_compaction_full_disk_and_resume_elsewhere
     run = (tmp_path if cannot_mount else disk) / "run"
     # retention every 5 s: compaction runs in the league, beside the full disk, and the count below spans it
     proc = _launch(run, "run.max_minutes=5", "run.progress_every_seconds=2", "league.compact_every_seconds=5",
-                   "league.payoff_checkpoint_seconds=2")
+                   "league.payoff_checkpoint_seconds=2", "evaluator.probe_every_seconds=0", "anchors=[]")
     lines: list[str] = []
     try:
         _wait_for_progress(proc, lines)

@@ -166,7 +166,7 @@ def test_connect_four_learns_from_search_answers_nash_act_and_exports_the_networ
                                  "policy.hidden=[32,32]", "search_learner.simulations=4", "search_learner.considered=4",
                                  "rollout.envs_per_worker=32", "rollout.steps_per_batch=256",
                                  "roles.main_agent.snapshot_every_steps=300", "evaluator.games_per_pair=16",
-                                 "evaluator.anchor_every_seconds=1000", "rollout.policy_inference=serve"],
+                                 "anchors=[]", "rollout.policy_inference=serve"],
                                 cwd=ROOT, env=dict(ENV, RAY_ADDRESS=shared_ray), stdout=sink, stderr=subprocess.STDOUT)
     import pyspiel
 
