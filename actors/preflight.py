@@ -22,13 +22,11 @@ from envs.symmetry import game_symmetries
 from envs.openspiel import load_two_player_zero_sum
 from envs.protocol import check_game
 from envs.teams import TeamError
-from evaluation.anchors import check_anchor
-from evaluation.exploitability import is_exact
-from evaluation.search import check_searchable
 from league.config import Config, ConfigError, load_config, parse_override
 from league.store import recorded_game, recorded_meta
-from policies.net import ARCHITECTURE, PolicyNetError, build_policy, policy_spec
-from policies.snapshot import snapshot_spec, weight_bytes
+
+# The networks, anchors and searches import torch (about 2.5 CPU-seconds), so they are imported by the
+# checks that build them: a config that fails to parse is one line at once.
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "kuhn_poker.yaml"
 CLI_FIX = "--config {}"  # how the launcher's user names a config file (``load_checked``'s ``fix``)
@@ -76,6 +74,9 @@ def _check_stage(cfg: Config, i: int, info: GameInfo) -> None:
 def network_bytes(cfg: Config, info: GameInfo) -> int:
     """Bytes of weights of one of this league's networks (what a snapshot cache holds of it), for
     the game shape ``info`` (``check_runnable``'s)."""
+    from policies.net import build_policy, policy_spec
+    from policies.snapshot import weight_bytes
+
     return weight_bytes(build_policy(policy_spec(cfg.policy, info.obs_size, info.num_actions, info.obs_shape,
                                                  info.channels_last)))
 
@@ -133,6 +134,8 @@ def _network_changes(before: Any, cfg: Config) -> list[str]:
     ``cfg``'s, as ``"policy.activation tanh, not relu"``; a setting the record lacks is not compared."""
     if not isinstance(before, dict):
         return []
+    from policies.net import ARCHITECTURE
+
     return [f"policy.{name} {before[name]}, not {getattr(cfg.policy, name)}" for name in ARCHITECTURE
             if name in before and before[name] != getattr(cfg.policy, name)]
 
@@ -188,6 +191,12 @@ def check_runnable(cfg: Config) -> GameInfo:
     for it, seed snapshots hold a network this config may load, anchors can play it. Returns the
     game's ``envs.GameInfo``. The launcher calls it before Ray starts, with a user's module
     folders on ``sys.path``."""
+    from evaluation.anchors import check_anchor
+    from evaluation.exploitability import is_exact
+    from evaluation.search import check_searchable
+    from policies.net import PolicyNetError, build_policy, policy_spec
+    from policies.snapshot import snapshot_spec
+
     name = cfg.game.name
     if is_openspiel_game(name):
         if name.split("(")[0] not in pyspiel.registered_names():
