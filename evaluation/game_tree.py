@@ -38,12 +38,15 @@ import json
 import weakref
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from envs import make_game
 from envs.states import TERMINAL, NotSearchable, StateStore, state_store
+
+if TYPE_CHECKING:  # only annotations here
+    import torch
 
 MAX_POSITIONS = 50_000
 MAX_NODES = 2_000_000
