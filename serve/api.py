@@ -27,6 +27,7 @@ body streaming, most of a one-client ``/nash/act``'s time through the proxy (doc
 # No `from __future__ import annotations`: FastAPI reads the endpoint annotations at runtime.
 
 import asyncio
+import functools
 import hashlib
 import logging
 import secrets
@@ -38,16 +39,13 @@ from typing import Any
 
 import numpy as np
 import ray
-import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from evaluation.search import PUCT
 from league.messages import NashMixture
 from monitoring.metrics import LeagueMetrics
-from policies.snapshot import SnapshotCache
 from serve.codec import (MAX_BODY_BYTES, MSGPACK, BadRequest, decode_body, encode_json, encode_msgpack,
                          parse_act_request, safe_text)
 from serve.play import PlayError, PlayTable, playable
@@ -96,10 +94,7 @@ class LeagueAPI:
         self.coordinator = coordinator
         self.game = {"name": game, "obs_size": obs_size, "num_actions": num_actions}
         self.metrics = LeagueMetrics()
-        self.cache = SnapshotCache(cache_size, max_bytes=cache_bytes,
-                                   on_load=lambda: self.metrics.inc("snapshot_loads", process="api"),
-                                   on_bytes=lambda b: self.metrics.set("snapshot_cache_bytes", b, process="api"),
-                                   idle_seconds=cache_idle_seconds)
+        self._cache_limits = (cache_size, cache_bytes, cache_idle_seconds)
         self.table = PlayTable(game, game_params, play_sessions, play_ttl_s) if playable(game, game_params) else None
         # the config's search (league.config.SearchConfig): /play's member searches from the game's
         # state (/nash/act gets observations only, so it answers with the network alone)
@@ -107,6 +102,22 @@ class LeagueAPI:
             and self.table.game is not None else None
         self._nash: NashMixture | None = None
         self._nash_task: asyncio.Task | None = None
+
+    @functools.cached_property
+    def cache(self):
+        """The Nash members' networks (``SnapshotCache``), made by the first answer that needs one:
+        torch loads there, not while the league starts, whose start is mostly its processes
+        importing torch."""
+        import torch
+
+        from policies.snapshot import SnapshotCache
+
+        torch.set_num_threads(1)
+        size, max_bytes, idle_seconds = self._cache_limits
+        return SnapshotCache(size, max_bytes=max_bytes,
+                             on_load=lambda: self.metrics.inc("snapshot_loads", process="api"),
+                             on_bytes=lambda b: self.metrics.set("snapshot_cache_bytes", b, process="api"),
+                             idle_seconds=idle_seconds)
 
     # -- plumbing -----------------------------------------------------------
     async def _body(self, request: Request) -> Any:
@@ -255,6 +266,8 @@ class LeagueAPI:
 
         searcher = None
         if self.search is not None:
+            from evaluation.search import PUCT
+
             def searcher(state, rng):
                 return PUCT(table.game, model, self.search, rng).step(state)
 
@@ -325,7 +338,6 @@ class ApiServer:
                  cache_idle_seconds: float | None = None, search=None):
         import uvicorn
 
-        torch.set_num_threads(1)
         self.address = f"{host}:{port}"
         sock = listening_socket(host, port)
         api = LeagueAPI(ray.get_actor(coordinator_name, namespace=namespace), game, obs_size, num_actions,
