@@ -64,6 +64,12 @@ def league(ray_local, tmp_path_factory):
         if len(nash["agents"]) == 3 and lg.status()["games"] > 0:
             break
         time.sleep(1)
+    else:  # the tests below would fail on a league that is not there yet: say what it lacked
+        status = lg.status()
+        lg.stop()
+        lg.kill()
+        pytest.fail(f"the league did not mix its three seeds and play within 120 s: Nash {nash['agents']}, "
+                    f"games {status['games']}, pool {status['pool_size']}")
     yield lg
     lg.stop()
     lg.kill()
