@@ -24,12 +24,10 @@ def pytest_collection_modifyitems(items):
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    import socket
+    """A TCP port free on 127.0.0.1 now (the learner groups' own ``free_port``)."""
+    from actors.learner_group import free_port as free_on
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_on("127.0.0.1")
 
 
 @pytest.fixture(scope="session")
