@@ -13,7 +13,7 @@ export RAY_SERVE_ENABLE_DIRECT_INGRESS ?= 0
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup run test test-fast bytecode lint-imports bench monitor monitor-info prometheus browser clean
+.PHONY: setup run test test-fast bytecode lint-imports bench monitor monitor-info prometheus browser test-setup test-packages clean
 
 # pip compiles each package's bytecode in one process; compileall does it on every core afterwards
 # (its exit status ignored, as pip ignores the files that do not compile under this Python, such as
@@ -32,11 +32,14 @@ run: setup bytecode
 
 # The tests that start no Ray run first, in two processes; then the tests that start Ray, one
 # after another (one local Ray at a time), on an otherwise idle machine: run beside them, the pure
-# tests slow their leagues (docs/results.md, "The test suite's time"). Either half may select
-# nothing when PYTEST_ARGS names tests of the other kind; both selecting nothing (exit code 5) fails.
-test: setup prometheus browser lint-imports bytecode
+# tests slow their leagues (docs/results.md, "The test suite's time"). The Ray half collects only
+# the files that mark tests `pytest.mark.ray`. Either half may select nothing when PYTEST_ARGS
+# names tests of the other kind; both selecting nothing (exit code 5) fails. The venv and the
+# Debian packages the tests need are set up side by side.
+RAY_TEST_FILES = $(shell grep -l 'mark\.ray' tests/test_*.py)
+test: test-setup lint-imports bytecode
 	@$(PY) -m pytest -q -n 2 -m "not ray" $(PYTEST_ARGS); pure=$$?; \
-	$(PY) -m pytest -q -m ray --durations=15 $(PYTEST_ARGS); ray=$$?; \
+	$(PY) -m pytest -q -m ray --durations=15 $(or $(PYTEST_ARGS),$(RAY_TEST_FILES)); ray=$$?; \
 	echo "make test: pure tests exit $$pure, Ray tests exit $$ray"; \
 	if [ $$pure = 5 ] && [ $$ray = 5 ]; then exit 5; fi; \
 	[ $$pure = 0 -o $$pure = 5 ] && [ $$ray = 0 -o $$ray = 5 ]
@@ -54,6 +57,10 @@ test-fast: setup lint-imports bytecode
 lint-imports: setup
 	$(VENV)/bin/lint-imports
 
+# What `make test` needs before its checks: the venv and, beside it, the Debian packages.
+test-setup:
+	@$(MAKE) --no-print-directory -j 2 --output-sync=target setup test-packages
+
 # Debian's Prometheus (the monitoring test scrapes a real league with it).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 prometheus:
@@ -64,6 +71,13 @@ prometheus:
 browser:
 	@{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
+
+# Both of the above for `make test`, in one apt run.
+test-packages:
+	@missing=""; command -v prometheus >/dev/null 2>&1 || missing="prometheus"; \
+	{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || missing="$$missing chromium chromium-driver"; \
+	[ -z "$$missing" ] || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; }
 
 # Prometheus on 127.0.0.1:$(PROMETHEUS_PORT) scraping the league that `make run` (or a `ray job submit`
 # on this head node) runs: it finds it through the file the launcher keeps current (monitoring/prometheus/README.md).

@@ -90,7 +90,8 @@ class LeagueRun:
         ns = cfg.ray.namespace
         self.coordinator = LeagueCoordinator.options(
             name=cfg.ray.coordinator_name, namespace=ns, **coordinator_options(cfg)).remote(cfg)
-        ray.get(self.coordinator.ping.remote())
+        # the coordinator's process starts beside the API's and the learners'; it answers below
+        coordinator_up = self.coordinator.ping.remote()
         self.api: list = []
         self.placement_groups: list = []
         self.rendezvous: list = []
@@ -110,6 +111,7 @@ class LeagueRun:
         self.replicas: dict[str, list] = {lid: self._learner_group(cfg, info, ns, lid, role.value)
                                           for lid, role in roles.items()}
         self.learners = {lid: group[0] for lid, group in self.replicas.items()}
+        ray.get(coordinator_up)
         self.apps: list[str] = []
         if cfg.rollout.served:
             self._start_opponents(cfg)
