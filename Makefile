@@ -61,23 +61,24 @@ lint-imports: setup
 test-setup:
 	@$(MAKE) --no-print-directory -j 2 --output-sync=target setup test-packages
 
-# Debian's Prometheus (the monitoring test scrapes a real league with it).
+# Debian's packages: $(call apt,PACKAGES) installs them.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+apt = $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(1)
+HAS_PROMETHEUS = command -v prometheus >/dev/null 2>&1
+HAS_BROWSER = { command -v chromium && command -v chromedriver; } >/dev/null 2>&1
+
+# Debian's Prometheus (the monitoring test scrapes a real league with it).
 prometheus:
-	@command -v prometheus >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus; }
+	@$(HAS_PROMETHEUS) || { $(call apt,prometheus); }
 
 # Debian's headless Chromium and its WebDriver (the league page test drives them with Selenium).
 browser:
-	@{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
+	@$(HAS_BROWSER) || { $(call apt,chromium chromium-driver); }
 
 # Both of the above for `make test`, in one apt run.
 test-packages:
-	@missing=""; command -v prometheus >/dev/null 2>&1 || missing="prometheus"; \
-	{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || missing="$$missing chromium chromium-driver"; \
-	[ -z "$$missing" ] || { $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; }
+	@missing=""; $(HAS_PROMETHEUS) || missing="prometheus"; $(HAS_BROWSER) || missing="$$missing chromium chromium-driver"; \
+	[ -z "$$missing" ] || { $(call apt,$$missing); }
 
 # Prometheus on 127.0.0.1:$(PROMETHEUS_PORT) scraping the league that `make run` (or a `ray job submit`
 # on this head node) runs: it finds it through the file the launcher keeps current (monitoring/prometheus/README.md).
