@@ -55,6 +55,19 @@ def load(argv: list[str] | None):
     return load_checked(args.config, args.overrides)
 
 
+def check_storage_free(cfg) -> None:
+    """``actors.runtime.check_storage_free``, which imports Ray: only for a config that parsed."""
+    from actors.runtime import check_storage_free as check
+
+    check(cfg)
+
+
+def storage_in_use(exc) -> int:
+    """The one line for a storage another launcher holds (``actors.runtime.StorageInUse``)."""
+    return fail(f"storage {exc.storage}", f"in use by another launcher (pid {exc.holder}); stop it first or "
+                                          "choose another run.storage", status=3)
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     args = parse_args(argv)
@@ -62,10 +75,16 @@ def main(argv: list[str] | None = None) -> int:
     if mistaken:
         return fail(mistaken, f"did you mean --config {mistaken}?")
     try:
-        cfg, info = load_checked(args.config, args.overrides)
+        cfg, info = load_checked(args.config, args.overrides, first=check_storage_free)
         check_store(cfg)
     except ConfigError as exc:
         return fail("config", exc)
+    except RuntimeError as exc:
+        from actors.runtime import StorageInUse
+
+        if not isinstance(exc, StorageInUse):
+            raise
+        return storage_in_use(exc)
     for warning in (cache_warning(cfg, info), resume_warning(cfg)):
         if warning:
             print(f"nash-league: warning: {warning}", file=sys.stderr, flush=True)
@@ -76,9 +95,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         session = RaySession(cfg, args.config)
-    except StorageInUse as exc:
-        return fail(f"storage {exc.storage}", f"in use by another launcher (pid {exc.holder}); stop it first or "
-                                              "choose another run.storage", status=3)
+    except StorageInUse as exc:  # taken since the check above
+        return storage_in_use(exc)
     except ConfigError as exc:
         return fail("config", exc)
     stop = {"flag": False}

@@ -37,13 +37,15 @@ import time
 import zipfile
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import numpy as np
 
 from league.messages import EpisodeGroups, ResultBatch
-from policies.rollout import Rollout
+
+if TYPE_CHECKING:  # the launcher reads its lock's folder (node_run_dir) before torch loads
+    from policies.rollout import Rollout
 
 
 def node_run_dir(storage: str | os.PathLike) -> Path:
@@ -172,6 +174,8 @@ class Outbox:
         batch = ResultBatch.from_arrays(self.source, seq, arr)
         if "g_ids" not in arr:
             return batch, None, None
+        from policies.rollout import Rollout
+
         rollout = Rollout(**{f.name: arr[f"r_{f.name}"] for f in fields(Rollout) if f"r_{f.name}" in arr})
         groups = EpisodeGroups(self.source, arr["g_ids"], arr["g_version"], tuple(arr["g_opponents"].tolist()),
                                arr["g_opponent"], arr["g_outcomes"], arr["g_played"], arr["g_acted"], seq=seq)

@@ -12,7 +12,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import pyspiel
 import yaml
@@ -345,13 +345,14 @@ def _blame_default(exc: ConfigError, config: Mapping[str, Any] | None, overrides
 
 
 def load_checked(config: str | os.PathLike | Mapping[str, Any] | None = None, overrides: Iterable[str] = (),
-                 fix: str = CLI_FIX):
+                 fix: str = CLI_FIX, first: Callable[[Config], None] | None = None):
     """Config and game shape (``load_config``, then ``check_runnable``) for a config given as a
     YAML file's path, or as None or a dict: the default config (``configs/kuhn_poker.yaml``, what
     the launcher runs without ``--config``) with the dict's settings over it. Then the ``key=value``
     overrides. A user's game module imports from here or next to the file. An error from a
     setting of the default config that the user's game does not fit names the game's own config,
-    as ``fix`` (``"--config {}"`` for the launcher) says to give it."""
+    as ``fix`` (``"--config {}"`` for the launcher) says to give it. ``first(cfg)`` runs on the
+    parsed config before the game and network checks."""
     path = None if config is None or isinstance(config, Mapping) else os.fspath(config)
     overrides = list(overrides)
     if path is not None:
@@ -362,6 +363,8 @@ def load_checked(config: str | os.PathLike | Mapping[str, Any] | None = None, ov
         source = config
     try:
         cfg = load_config(source, overrides)
+        if first is not None:
+            first(cfg)
         for folder in import_paths(path):
             if folder not in sys.path:
                 sys.path.append(folder)

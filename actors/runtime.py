@@ -53,6 +53,33 @@ class StorageInUse(RuntimeError):
                          "or choose another run.storage")
 
 
+def _locked(storage: str, create: bool = True):
+    """The run's ``launcher.lock``, open and locked by this process (None where ``create`` is off and
+    there is none); ``StorageInUse`` naming the holder's pid where another process holds it."""
+    path = node_run_dir(storage)
+    if not create and not (path / LOCK_NAME).exists():
+        return None
+    path.mkdir(parents=True, exist_ok=True)
+    f = open(path / LOCK_NAME, "a+")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "unknown"
+        f.close()
+        raise StorageInUse(storage, holder) from None
+    return f
+
+
+def check_storage_free(cfg: Config) -> None:
+    """``StorageInUse`` where another launcher holds ``run.storage``: the launcher says so before it
+    checks the network (which loads torch) and before Ray starts. The lock is not kept:
+    ``lock_storage`` takes it. Nothing is written."""
+    f = _locked(resolve_storage(cfg.run.storage)[0], create=False)
+    if f is not None:
+        f.close()
+
+
 def lock_storage(storage: str):
     """Hold an OS lock on the run's ``launcher.lock`` for the life of this process.
 
@@ -64,16 +91,7 @@ def lock_storage(storage: str):
     coordinator opens. A fresh run (no league in the storage yet) starts with
     no outboxes: a deleted run's unsent messages must not enter a new league.
     Returns the open file; keep it referenced."""
-    path = node_run_dir(storage)
-    path.mkdir(parents=True, exist_ok=True)
-    f = open(path / LOCK_NAME, "a+")
-    try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        holder = f.read().strip() or "unknown"
-        f.close()
-        raise StorageInUse(storage, holder) from None
+    f = _locked(storage)
     f.seek(0)
     f.truncate()
     f.write(str(os.getpid()))

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 import requests
 
+import actors.preflight
 import actors.runtime
 from actors import launch
 from actors.outbox import ledgers, node_run_dir
 from actors.preflight import check_store, resume_warning
 from league.store import recorded_game
-from actors.runtime import SESSION_NAME, StorageInUse, reap_leftovers, session_processes
+from actors.runtime import SESSION_NAME, StorageInUse, check_storage_free, lock_storage, reap_leftovers, session_processes
 from league.config import ConfigError, load_config
 from league.store import LeagueStore
 from serve.environment import SERVE_ENVIRONMENT
@@ -172,6 +173,27 @@ def test_a_storage_in_use_is_one_line_naming_the_folder(tmp_path, monkeypatch, c
     assert capsys.readouterr().err.strip().splitlines() == [
         f"nash-league: storage {tmp_path}: in use by another launcher (pid 4242); stop it first or choose another "
         "run.storage"]
+
+
+def test_a_storage_another_launcher_holds_is_refused_before_the_network_is_checked(tmp_path, monkeypatch, capsys):
+    """The launcher reads the storage's lock right after parsing the config: the refusal comes
+    before the game's network is built (torch's import) and before Ray starts. A storage nobody
+    holds passes, and the check writes nothing."""
+    def network_check(cfg):
+        raise AssertionError("the network was checked before the storage")
+
+    monkeypatch.setattr(actors.preflight, "check_runnable", network_check)
+    held = lock_storage(str(tmp_path / "run"))  # as a running launcher holds it
+    try:
+        assert launch.main(["--config", "configs/smoke.yaml", f"run.storage={tmp_path / 'run'}"]) == 3
+    finally:
+        held.close()
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"nash-league: storage {tmp_path / 'run'}: in use by another launcher (pid {os.getpid()}); stop it first or "
+        "choose another run.storage"]
+    check_storage_free(load_config("configs/smoke.yaml", [f"run.storage={tmp_path / 'run'}"]))  # let go: free
+    check_storage_free(load_config("configs/smoke.yaml", [f"run.storage={tmp_path / 'new'}"]))
+    assert not node_run_dir(tmp_path / "new").exists() and not (tmp_path / "new").exists()
 
 
 def _holding(path: Path) -> subprocess.Popen:
