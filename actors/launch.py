@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from actors.preflight import DEFAULT_CONFIG, cache_warning, check_store, load_checked, resume_warning
+from actors.preflight import DEFAULT_CONFIG, StorageInUse, cache_warning, check_store, load_checked, resume_warning
 from actors.progress import progress_line
 from league.config import ConfigError
 from league.errors import ArgumentParser, fail
@@ -62,8 +62,8 @@ def check_storage_free(cfg) -> None:
     check(cfg)
 
 
-def storage_in_use(exc) -> int:
-    """The one line for a storage another launcher holds (``actors.runtime.StorageInUse``)."""
+def storage_in_use(exc: StorageInUse) -> int:
+    """The one line for a storage another launcher holds."""
     return fail(f"storage {exc.storage}", f"in use by another launcher (pid {exc.holder}); stop it first or "
                                           "choose another run.storage", status=3)
 
@@ -79,18 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         check_store(cfg)
     except ConfigError as exc:
         return fail("config", exc)
-    except RuntimeError as exc:
-        from actors.runtime import StorageInUse
-
-        if not isinstance(exc, StorageInUse):
-            raise
+    except StorageInUse as exc:
         return storage_in_use(exc)
     for warning in (cache_warning(cfg, info), resume_warning(cfg)):
         if warning:
             print(f"nash-league: warning: {warning}", file=sys.stderr, flush=True)
     # After the checks, so that a bad config is one line without importing Ray (and the actors).
     from actors.league_run import LeagueRun
-    from actors.runtime import RaySession, StorageInUse
+    from actors.runtime import RaySession
     from serve.api import ApiUnavailable
 
     try:

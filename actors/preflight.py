@@ -344,6 +344,15 @@ def _blame_default(exc: ConfigError, config: Mapping[str, Any] | None, overrides
                                     f"{default_game}): {remedy} (with the default, {exc.key}: {why})")
 
 
+class StorageInUse(RuntimeError):
+    """Another launcher runs a league on this storage folder."""
+
+    def __init__(self, storage: str, holder: str):
+        self.storage, self.holder = storage, holder
+        super().__init__(f"storage {storage} is in use by another launcher (pid {holder}); stop it first "
+                         "or choose another run.storage")
+
+
 def load_checked(config: str | os.PathLike | Mapping[str, Any] | None = None, overrides: Iterable[str] = (),
                  fix: str = CLI_FIX, first: Callable[[Config], None] | None = None):
     """Config and game shape (``load_config``, then ``check_runnable``) for a config given as a

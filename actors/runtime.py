@@ -21,7 +21,7 @@ import ray
 
 from actors.outbox import node_run_dir, outbox_dir
 from actors.placement import check_storage_resource, resolve_storage
-from actors.preflight import import_paths
+from actors.preflight import StorageInUse, import_paths
 from league.config import Config, ConfigError
 from league.store import db_path
 from monitoring.targets import PrometheusTargets
@@ -42,15 +42,6 @@ def worker_pythonpath(config: str | None) -> str:
     """``PYTHONPATH`` for a local Ray's processes: what was set already, then ``import_paths``."""
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + import_paths(config)
     return os.pathsep.join(dict.fromkeys(parts))
-
-
-class StorageInUse(RuntimeError):
-    """Another launcher runs a league on this storage folder."""
-
-    def __init__(self, storage: str, holder: str):
-        self.storage, self.holder = storage, holder
-        super().__init__(f"storage {storage} is in use by another launcher (pid {holder}); stop it first "
-                         "or choose another run.storage")
 
 
 def _locked(storage: str, create: bool = True):
