@@ -25,7 +25,8 @@ environment is then reset, without the dead steps, which change nothing.
 Search and exact enumeration (``envs.states``): an environment opts in by declaring
 ``perfect_information = True`` on the raw environment (deterministic, the two agents taking
 turns); ``PettingZooStates`` keeps a deep copy of the environment per position (``deep_copy``:
-``copy.deepcopy``'s result, in half its time for plain Python environments). Its key
+``copy.deepcopy``'s result, in half its time for plain Python environments), and reads a
+position's state past PettingZoo's own wrappers, which only forward it (``_view``). Its key
 of a position is the environment's own ``state_key()`` where it has one, else the agent to move,
 every agent's observation and the rewards so far.
 
@@ -37,6 +38,7 @@ then continues its own random stream; with one, environment e is reseeded from
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import warnings
 from typing import Any
@@ -111,18 +113,62 @@ def _observation(raw: Any, info: dict) -> tuple[np.ndarray, np.ndarray | None]:
     return np.asarray(raw, dtype=np.float32).reshape(-1), None if mask is None else np.asarray(mask).astype(bool)
 
 
-def _play_turn(env: Any, agents: list[str], seat: int, action: int, totals: np.ndarray) -> bool:
+def _play_turn(env: Any, agents: list[str], seat: int, action: int, totals: np.ndarray, view: Any = None) -> bool:
     """``env.step(action)`` by the agent in ``seat``, adding to ``totals`` (each seat's return so far,
-    changed in place) what the agents read from ``last()``; whether the episode ended (module docstring)."""
+    changed in place) what the agents read from ``last()``; whether the episode ended (module docstring).
+    The game's state is read from ``view`` (``_view``), by default ``env`` itself."""
+    view = env if view is None else view
     # what the mover reads from last() at its turn is its share of the return so far
-    totals[seat] += env._cumulative_rewards[agents[seat]]
+    totals[seat] += view._cumulative_rewards[agents[seat]]
     env.step(action)
-    mover = env.agent_selection
-    if env.terminations.get(mover, True) or env.truncations.get(mover, True):
+    mover = view.agent_selection
+    if view.terminations.get(mover, True) or view.truncations.get(mover, True):
         for s, agent in enumerate(agents):  # each agent's final last() before its dead step
-            totals[s] += env._cumulative_rewards.get(agent, 0.0)
+            totals[s] += view._cumulative_rewards.get(agent, 0.0)
         return True
     return False
+
+
+@functools.cache
+def _wrapper_base() -> type:
+    from pettingzoo.utils.wrappers import BaseWrapper
+
+    return BaseWrapper
+
+
+# what a search reads of a position: the AEC state and observe()
+_READS = frozenset(("agent_selection", "infos", "_cumulative_rewards", "terminations", "truncations", "observe"))
+_TRANSPARENT: dict[type, bool] = {}
+
+
+def _transparent(cls: type) -> bool:
+    """Whether a wrapper of class ``cls`` (a PettingZoo ``BaseWrapper``) hands every read of ``_READS``
+    to the environment it wraps unchanged: PettingZoo's own forwarding (``OrderEnforcingWrapper``'s
+    check before reset aside), none of those names defined by the class or a base of its own."""
+    from pettingzoo.utils.wrappers import BaseWrapper, OrderEnforcingWrapper
+
+    forwarding = {BaseWrapper.__getattr__, OrderEnforcingWrapper.__getattr__, BaseWrapper.observe,
+                  OrderEnforcingWrapper.observe}
+    mro = cls.__mro__[:cls.__mro__.index(BaseWrapper) + 1]
+    return all(value in forwarding for k in mro for name, value in vars(k).items()
+               if name in _READS or name == "__getattr__")
+
+
+def _view(env: Any) -> Any:
+    """What to read a position's state from (``_READS``): the raw environment where every wrapper
+    around it is a ``_transparent`` PettingZoo wrapper holding none of those names itself, so that a
+    read skips the wrappers' ``__getattr__``; else ``env`` itself."""
+    inner = env
+    while isinstance(inner, _wrapper_base()):
+        cls = type(inner)
+        known = _TRANSPARENT.get(cls)
+        if known is None:
+            known = _TRANSPARENT[cls] = _transparent(cls)
+        fields = vars(inner)
+        if not known or not _READS.isdisjoint(fields) or "env" not in fields:
+            return env
+        inner = fields["env"]
+    return inner
 
 
 class PettingZooGame(VectorGame):
@@ -379,12 +425,12 @@ def deep_copy(obj: Any, memo: dict) -> Any:
         return found
     if cls is dict:
         new = memo[id(obj)] = {}
-        for k, v in obj.items():
-            new[k if type(k) in _ATOMS else deep_copy(k, memo)] = deep_copy(v, memo)
+        for k, v in obj.items():  # atoms inline: most of what a game's dicts hold
+            new[k if type(k) in _ATOMS else deep_copy(k, memo)] = v if type(v) in _ATOMS else deep_copy(v, memo)
         return new
     if cls is list:
         new = memo[id(obj)] = []
-        new.extend([deep_copy(v, memo) for v in obj])
+        new.extend([v if type(v) in _ATOMS else deep_copy(v, memo) for v in obj])
         return new
     if cls is tuple:
         items = [deep_copy(v, memo) for v in obj]
@@ -400,7 +446,7 @@ def deep_copy(obj: Any, memo: dict) -> Any:
     if not plain:
         return copy.deepcopy(obj, memo)
     new = memo[id(obj)] = object.__new__(cls)
-    new.__dict__.update({k: deep_copy(v, memo) for k, v in obj.__dict__.items()})
+    new.__dict__.update({k: v if type(v) in _ATOMS else deep_copy(v, memo) for k, v in obj.__dict__.items()})
     return new
 
 
@@ -421,6 +467,8 @@ class PettingZooStates:
         self.num_actions = int(game.num_actions)
         self.obs_size = int(game.obs_size)
         self.envs: list = [None] * self.capacity
+        self.views: list = [None] * self.capacity  # what each slot's state is read from (_view)
+        self.seen: list = [None] * self.capacity  # each slot's mover's observation, as bytes (for keys)
         self.totals = np.zeros((self.capacity, 2), dtype=np.float64)
         self._spaces = _spaces_of(game.envs[0])
         self._shared = {id(x): x for x in self._spaces}  # id of a space -> the one every copy holds
@@ -441,6 +489,10 @@ class PettingZooStates:
         """A deep copy of ``env`` holding the shared spaces."""
         return deep_copy(env, dict(self._shared))
 
+    def _fill(self, slot: int, env: Any, view: Any = None) -> None:
+        self.envs[slot] = env
+        self.views[slot] = None if env is None else view if view is not None else _view(env)
+
     def _positions(self, slots: list[int]) -> Positions:
         n = len(slots)
         player = np.full(n, TERMINAL, dtype=np.int64)
@@ -448,13 +500,14 @@ class PettingZooStates:
         obs = np.zeros((n, self.obs_size), dtype=np.float32)
         masks = np.zeros((n, self.num_actions), dtype=bool)
         for i, slot in enumerate(slots):
-            env = self.envs[slot]
+            env = self.views[slot]
             if env is None:
                 returns[i] = self.totals[slot]
                 continue
             agent = env.agent_selection
             player[i] = self.agents.index(agent)
             obs[i], mask = _observation(env.observe(agent), env.infos.get(agent, {}))
+            self.seen[slot] = obs[i].tobytes()
             if mask is None:
                 raise ValueError(f"game {self.name!r} gives no action mask (observation['action_mask'] or "
                                  "infos[agent]['action_mask'])")
@@ -465,14 +518,14 @@ class PettingZooStates:
         slots, envs = np.asarray(slots).tolist(), np.asarray(envs).tolist()
         for slot, e in zip(slots, envs, strict=True):
             self._share_spaces(game.envs[e])
-            self.envs[slot] = self._copy(game.envs[e])
+            self._fill(slot, self._copy(game.envs[e]))
             self.totals[slot] = game._totals[e]
         return self._positions(slots)
 
     def set_initial(self, slots):
         slots = np.asarray(slots).tolist()
         for slot in slots:
-            self.envs[slot] = self._copy(self._initial)
+            self._fill(slot, self._copy(self._initial))
             self.totals[slot] = 0.0
         return self._positions(slots)
 
@@ -483,24 +536,29 @@ class PettingZooStates:
             if env is None:
                 raise ValueError(f"{self.name}: slot {parent} holds a position where the game ended")
             env = self._copy(env)
+            view = _view(env)
             totals = self.totals[parent].copy()
-            ended = _play_turn(env, self.agents, self.agents.index(env.agent_selection), int(action), totals)
-            self.envs[child] = None if ended else env
+            ended = _play_turn(env, self.agents, self.agents.index(view.agent_selection), int(action), totals, view)
+            self._fill(child, None if ended else env, view)
             self.totals[child] = totals
         return self._positions(children)
 
     def keys(self, slots):
         out = []
         for slot in np.asarray(slots).tolist():
-            env = self.envs[slot]
+            env = self.views[slot]
             if env is None:
                 out.append(("ended", tuple(self.totals[slot].tolist())))
                 continue
-            own = getattr(env.unwrapped, "state_key", None)
+            own = getattr(self.envs[slot].unwrapped, "state_key", None)
             if callable(own):
                 out.append(own())
                 continue
-            seen = tuple(_observation(env.observe(a), env.infos.get(a, {}))[0].tobytes() for a in self.agents)
+            mover = self.agents.index(env.agent_selection)
+            # the mover's observation as _positions saw it when the slot was filled; the other's now
+            seen = tuple(self.seen[slot] if s == mover else
+                         _observation(env.observe(a), env.infos.get(a, {}))[0].tobytes()
+                         for s, a in enumerate(self.agents))
             rewards = tuple(float(env._cumulative_rewards.get(a, 0.0)) for a in self.agents)
-            out.append((self.agents.index(env.agent_selection), seen, tuple(self.totals[slot].tolist()), rewards))
+            out.append((mover, seen, tuple(self.totals[slot].tolist()), rewards))
         return out

@@ -348,3 +348,42 @@ def test_the_fast_deep_copy_keeps_aliases_and_an_objects_own_copy_hook():
     tagged.seen = [1]
     copied = deep_copy(tagged, {})
     assert copied == 3 and copied is not tagged and copied.seen == [1] and copied.seen is not tagged.seen
+
+
+FLIPPED = '''
+from pettingzoo.utils.wrappers import BaseWrapper, OrderEnforcingWrapper
+
+from tests.data.takeaway import raw_env
+
+
+class Flipped(BaseWrapper):
+    """Shows every seat the complement of what the game shows."""
+
+    def observe(self, agent):
+        seen = dict(self.env.observe(agent))
+        seen["observation"] = 1 - seen["observation"]
+        return seen
+
+
+def env(**kwargs):
+    return OrderEnforcingWrapper(Flipped(raw_env(**kwargs)))
+'''
+
+
+def test_positions_are_read_past_pettingzoos_wrappers_and_through_a_users_own(tmp_path, monkeypatch):
+    """A store reads a position's state from the raw environment only where every wrapper around it
+    merely forwards (PettingZoo's own); a user's wrapper that changes what a seat observes is read
+    through, and the store still shows exactly what the adapter shows."""
+    from envs.pettingzoo import _view
+
+    plain = make_game(TAKEAWAY, 2, seed=3)
+    assert _view(plain.envs[0]) is plain.envs[0].unwrapped
+    (tmp_path / "flipped.py").write_text(FLIPPED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    game = make_game("pettingzoo:flipped:env", 4, seed=3)
+    assert _view(game.envs[0]) is game.envs[0]
+    store = state_store(game, 8)
+    assert play_both_ways(game, store, 60, seed=5) >= 4
+    assert store.obs_size == plain.obs_size
+    first = store.set_initial(np.array([0]))
+    assert first.obs[0].sum() == store.obs_size - 2  # the complement of the one-hot pile and "to move"
