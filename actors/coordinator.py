@@ -117,8 +117,9 @@ class LeagueCoordinatorImpl:
         self._export_quality()
 
     def _seed_pool(self, paths: list[str]) -> None:
-        # validates the file before it enters the pool; torch only in a coordinator given seed snapshots
-        from policies.snapshot import policy_from_bytes
+        if not paths:  # torch only in a coordinator given seed snapshots
+            return
+        from policies.snapshot import policy_from_bytes  # validates each file before it enters the pool
 
         for i, path in enumerate(paths):
             with open(path, "rb") as f:

@@ -320,3 +320,20 @@ def test_a_stop_snapshots_a_main_agent_that_trained_since_its_last_snapshot_and_
     # after a restart the league knows where each learner's last snapshot was
     again = League(league.cfg, league.store)
     assert not again.final_snapshot_due("main_agent-0", 40) and again.final_snapshot_due("main_agent-0", 41)
+
+
+def test_a_coordinator_without_seed_snapshots_starts_without_torch(tmp_path):
+    """The coordinator needs torch only to check seed snapshots: without them its process starts
+    without the ~3 CPU-seconds of importing it (a league restarts its coordinator after a kill)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys\nfrom league.config import load_config\nfrom actors.coordinator import LeagueCoordinatorImpl\n"
+            f"cfg = load_config('configs/smoke.yaml', ['run.storage={tmp_path / 'run'}'])\n"
+            "coordinator = LeagueCoordinatorImpl(cfg)\n"
+            "print('TORCH', 'torch' in sys.modules, coordinator.league.pool_size())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "TORCH False 0"
