@@ -13,21 +13,24 @@ export RAY_SERVE_ENABLE_DIRECT_INGRESS ?= 0
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup run test test-fast bytecode lint-imports bench monitor monitor-info prometheus browser test-setup test-packages clean
+.PHONY: setup run test test-fast lint-imports bench monitor monitor-info prometheus browser test-setup test-packages clean
 
-# pip compiles each package's bytecode in one process; compileall does it on every core afterwards
-# (its exit status ignored, as pip ignores the files that do not compile under this Python, such as
-# torch's Python 3.12 examples).
+# Python writes the bytecode of what it imports, even where the environment says not to (many CI
+# images set PYTHONDONTWRITEBYTECODE): each module is then compiled once, by the first process that
+# imports it (the launcher, before its Ray workers start), not again by every Ray worker, and the
+# set-up compiles nothing ahead (all of site-packages took 40 s on two cores: docs/results.md, "The
+# test suite's time").
+unexport PYTHONDONTWRITEBYTECODE
+
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install --no-compile -c constraints.txt -e '.[dev]'
-	@$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" > /dev/null 2>&1 || true
 	touch $(STAMP)
 
 setup: $(STAMP)
 
-run: setup bytecode
+run: setup
 	$(PY) -m actors.launch $(ARGS)
 
 # The tests that start no Ray run first, in two processes; then the tests that start Ray, one
@@ -37,20 +40,14 @@ run: setup bytecode
 # names tests of the other kind; both selecting nothing (exit code 5) fails. The venv and the
 # Debian packages the tests need are set up side by side.
 RAY_TEST_FILES = $(shell grep -l 'mark\.ray' tests/test_*.py)
-test: test-setup lint-imports bytecode
+test: test-setup lint-imports
 	@$(PY) -m pytest -q -n 2 -m "not ray" $(PYTEST_ARGS); pure=$$?; \
 	$(PY) -m pytest -q -m ray --durations=15 $(or $(PYTEST_ARGS),$(RAY_TEST_FILES)); ray=$$?; \
 	echo "make test: pure tests exit $$pure, Ray tests exit $$ray"; \
 	if [ $$pure = 5 ] && [ $$ray = 5 ]; then exit 5; fi; \
 	[ $$pure = 0 -o $$pure = 5 ] && [ $$ray = 0 -o $$ray = 5 ]
 
-# The project's own bytecode, compiled on every core before the tests: every Ray worker imports these
-# modules, and with PYTHONDONTWRITEBYTECODE set (as in many CI images) each would compile them again.
-bytecode: setup
-	@$(PY) -m compileall -q -j 0 nash_league league envs policies evaluation actors serve monitoring operations \
-		experiments bench examples tests > /dev/null
-
-test-fast: setup lint-imports bytecode
+test-fast: setup lint-imports
 	$(PY) -m pytest -q -n auto -m "not ray and not slow" $(PYTEST_ARGS)
 
 # The layers' contracts (pyproject's [tool.importlinter]; docs/architecture.md): a wrong arrow fails.
