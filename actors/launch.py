@@ -25,7 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-from actors.preflight import DEFAULT_CONFIG, StorageInUse, cache_warning, check_store, load_checked, resume_warning
+from actors.preflight import (DEFAULT_CONFIG, StorageInUse, cache_warning, check_storage_free, check_store, load_checked,
+                              resume_warning)
 from actors.progress import progress_line
 from league.config import ConfigError
 from league.errors import ArgumentParser, fail
@@ -53,13 +54,6 @@ def load(argv: list[str] | None):
     """Config and game shape of the launcher's command line, all checked before Ray starts."""
     args = parse_args(argv)
     return load_checked(args.config, args.overrides)
-
-
-def check_storage_free(cfg) -> None:
-    """``actors.runtime.check_storage_free``, which imports Ray: only for a config that parsed."""
-    from actors.runtime import check_storage_free as check
-
-    check(cfg)
 
 
 def storage_in_use(exc: StorageInUse) -> int:

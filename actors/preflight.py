@@ -8,6 +8,7 @@ league's networks (``cache_warning``)."""
 from __future__ import annotations
 
 import copy
+import fcntl
 import math
 import os
 import sys
@@ -17,6 +18,8 @@ from typing import Any, Callable, Iterable, Mapping
 import pyspiel
 import yaml
 
+from actors.outbox import node_run_dir
+from actors.placement import resolve_storage
 from envs import GameInfo, game_info, is_openspiel_game, is_user_game, make_game, states
 from envs.symmetry import game_symmetries
 from envs.openspiel import load_two_player_zero_sum
@@ -344,6 +347,9 @@ def _blame_default(exc: ConfigError, config: Mapping[str, Any] | None, overrides
                                     f"{default_game}): {remedy} (with the default, {exc.key}: {why})")
 
 
+LOCK_NAME = "launcher.lock"  # in the run's node folder (actors.outbox.node_run_dir): held by its launcher
+
+
 class StorageInUse(RuntimeError):
     """Another launcher runs a league on this storage folder."""
 
@@ -351,6 +357,33 @@ class StorageInUse(RuntimeError):
         self.storage, self.holder = storage, holder
         super().__init__(f"storage {storage} is in use by another launcher (pid {holder}); stop it first "
                          "or choose another run.storage")
+
+
+def open_lock(storage: str, create: bool = True):
+    """The run's ``launcher.lock``, open and locked by this process (None where ``create`` is off and
+    there is none); ``StorageInUse`` naming the holder's pid where another process holds it."""
+    path = node_run_dir(storage)
+    if not create and not (path / LOCK_NAME).exists():
+        return None
+    path.mkdir(parents=True, exist_ok=True)
+    f = open(path / LOCK_NAME, "a+")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "unknown"
+        f.close()
+        raise StorageInUse(storage, holder) from None
+    return f
+
+
+def check_storage_free(cfg: Config) -> None:
+    """``StorageInUse`` where another launcher holds ``run.storage``: the launcher says so before it
+    checks the network (which loads torch) and before Ray starts. The lock is not kept:
+    ``actors.runtime.lock_storage`` takes it. Nothing is written."""
+    f = open_lock(resolve_storage(cfg.run.storage)[0], create=False)
+    if f is not None:
+        f.close()
 
 
 def load_checked(config: str | os.PathLike | Mapping[str, Any] | None = None, overrides: Iterable[str] = (),

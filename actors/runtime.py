@@ -8,7 +8,6 @@ the Python API (``actors.league_run.LeagueRun``) both run a league inside one.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
@@ -21,7 +20,7 @@ import ray
 
 from actors.outbox import node_run_dir, outbox_dir
 from actors.placement import check_storage_resource, resolve_storage
-from actors.preflight import StorageInUse, import_paths
+from actors.preflight import StorageInUse, import_paths, open_lock  # StorageInUse: raised here too (RaySession)
 from league.config import Config, ConfigError
 from league.store import db_path
 from monitoring.targets import PrometheusTargets
@@ -29,7 +28,6 @@ from serve.environment import set_serve_environment
 
 log = logging.getLogger(__name__)
 TARGETS_EVERY_SECONDS = 10.0  # how often the Prometheus discovery file follows the cluster's nodes
-LOCK_NAME = "launcher.lock"
 SESSION_NAME = "ray_session"
 # Ray's own logs (raylet, GCS, agents and every worker's .out/.err) rotate at this size, keeping this
 # many old files each: Ray 2.60 defaults to 512 MB x 5 per file, and rotates worker output only
@@ -44,33 +42,6 @@ def worker_pythonpath(config: str | None) -> str:
     return os.pathsep.join(dict.fromkeys(parts))
 
 
-def _locked(storage: str, create: bool = True):
-    """The run's ``launcher.lock``, open and locked by this process (None where ``create`` is off and
-    there is none); ``StorageInUse`` naming the holder's pid where another process holds it."""
-    path = node_run_dir(storage)
-    if not create and not (path / LOCK_NAME).exists():
-        return None
-    path.mkdir(parents=True, exist_ok=True)
-    f = open(path / LOCK_NAME, "a+")
-    try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        holder = f.read().strip() or "unknown"
-        f.close()
-        raise StorageInUse(storage, holder) from None
-    return f
-
-
-def check_storage_free(cfg: Config) -> None:
-    """``StorageInUse`` where another launcher holds ``run.storage``: the launcher says so before it
-    checks the network (which loads torch) and before Ray starts. The lock is not kept:
-    ``lock_storage`` takes it. Nothing is written."""
-    f = _locked(resolve_storage(cfg.run.storage)[0], create=False)
-    if f is not None:
-        f.close()
-
-
 def lock_storage(storage: str):
     """Hold an OS lock on the run's ``launcher.lock`` for the life of this process.
 
@@ -82,7 +53,7 @@ def lock_storage(storage: str):
     coordinator opens. A fresh run (no league in the storage yet) starts with
     no outboxes: a deleted run's unsent messages must not enter a new league.
     Returns the open file; keep it referenced."""
-    f = _locked(storage)
+    f = open_lock(storage)
     f.seek(0)
     f.truncate()
     f.write(str(os.getpid()))
