@@ -20,7 +20,7 @@ import ray
 
 from actors.outbox import node_run_dir, outbox_dir
 from actors.placement import check_storage_resource, resolve_storage
-from actors.preflight import StorageInUse, import_paths, open_lock  # StorageInUse: raised here too (RaySession)
+from actors.preflight import import_paths, open_lock
 from league.config import Config, ConfigError
 from league.store import db_path
 from monitoring.targets import PrometheusTargets

@@ -14,9 +14,9 @@ import actors.preflight
 import actors.runtime
 from actors import launch
 from actors.outbox import ledgers, node_run_dir
-from actors.preflight import check_storage_free, check_store, resume_warning
+from actors.preflight import StorageInUse, check_storage_free, check_store, resume_warning
 from league.store import recorded_game
-from actors.runtime import SESSION_NAME, StorageInUse, lock_storage, reap_leftovers, session_processes
+from actors.runtime import SESSION_NAME, lock_storage, reap_leftovers, session_processes
 from league.config import ConfigError, load_config
 from league.store import LeagueStore
 from serve.environment import SERVE_ENVIRONMENT
