@@ -587,7 +587,11 @@ class Lanes:
         if lane.learner_pending and not self._take_served(lane):
             return
         if lane.pending is not None:
-            lane.others_actions[lane.served] = self.opponents.result(lane.pending)
+            try:
+                lane.others_actions[lane.served] = self.opponents.result(lane.pending)
+            except Exception as exc:  # served opponents unanswered (a replica's node died): as a served move
+                self._recover(lane, "serving", exc, source="the served opponents", count="served_errors")
+                return
         lane.pending, lane.prepared = None, False
         if self.opening_plies:
             self._random_moves(lane, lane.others, lane.others_actions)

@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 APP_NAME = "opponents"
 DEPLOYMENT_NAME = "Opponents"
-SERVED_TIMEOUT_S = 120.0  # a worker waits this long for its served moves, then restarts the lane's episodes
+SERVED_TIMEOUT_S = 120.0  # a worker waits this long for served moves, then restarts the lane's episodes
 LIVE_MODELS = 64  # learner versions a replica holds (a few per learner: groups play the version they opened with)
 
 
@@ -249,6 +249,17 @@ def sync_handle():
     return handle
 
 
+def answer(pending):
+    """A served request's answer, waited for at most ``SERVED_TIMEOUT_S``: a request routed to a
+    replica on a node that died may never be answered. One left unanswered is cancelled and raises
+    ``TimeoutError``; the worker drops the lane's running episodes and goes on (``policies.lanes``)."""
+    try:
+        return pending.result(timeout_s=SERVED_TIMEOUT_S)
+    except TimeoutError:
+        pending.cancel()
+        raise
+
+
 class ServedOpponents:
     """The rollout worker's side: ``submit`` sends one request for a whole
     vector step and returns at once; ``result`` waits for the actions."""
@@ -261,7 +272,7 @@ class ServedOpponents:
         return self.act_handle.remote(agent_ids, codes, obs, mask)
 
     def result(self, pending) -> np.ndarray:
-        return pending.result()
+        return answer(pending)
 
 
 class ServedPolicy:
@@ -286,7 +297,7 @@ class ServedPolicy:
             raise UnansweredEvaluation(f"{self.learner_id} version {self.version}: {exc}") from exc
 
     def result(self, pending) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return pending.result(timeout_s=SERVED_TIMEOUT_S)
+        return answer(pending)
 
     def act(self, obs: np.ndarray, mask: np.ndarray, generator=None):
         """As ``PolicyNet.act``, waiting for the answer (a worker's live games against its own

@@ -466,6 +466,39 @@ def test_a_served_answer_that_fails_drops_its_lanes_episodes_and_the_league_goes
     np.testing.assert_allclose(logp_under(h.policies[1], rollout), rollout.logp, atol=1e-5)
 
 
+class UnansweredOpponents:
+    """Frozen opponents asked for their moves and answered later, as the Serve deployment answers
+    them (``serve.opponents.ServedOpponents``); the ``fail``-th answer raises ``TimeoutError``, as
+    a request to a replica whose node died does once its wait runs out."""
+
+    def __init__(self, opponents, fail: int):
+        self.opponents, self.fail, self.answers = opponents, fail, 0
+
+    def submit(self, agent_ids, codes, obs, mask):
+        return agent_ids, codes, obs.copy(), mask.copy()
+
+    def result(self, pending):
+        self.answers += 1
+        if self.answers == self.fail:
+            raise TimeoutError("the opponents' replica did not answer within 120 s")
+        return self.opponents.result(self.opponents.submit(*pending))
+
+
+def test_served_opponents_left_unanswered_drop_their_lanes_episodes_and_the_league_goes_on():
+    h = Harness(k=1, keep_groups=False)
+    lanes = h.lanes
+    lanes.opponents = UnansweredOpponents(h.opponents, fail=5)
+    for _ in range(30):
+        lanes.step()
+    lanes.finish_prepared()
+    assert lanes.opponents.answers > 5  # asked again after the one left unanswered
+    assert lanes.counts["served_errors"] == 1 and lanes.counts["game_errors"] == 0
+    rollout = lanes.recorder.take()
+    batch = lanes.take_batch("worker:x", 1, LEARNER)
+    assert len(batch) == lanes.counts["episodes"] > 0  # every finished game reported, none of the dropped
+    np.testing.assert_allclose(logp_under(h.policies[1], rollout), rollout.logp, atol=1e-5)
+
+
 def test_a_restarted_learners_new_life_takes_over_the_groups_that_played_its_former_lifes_versions():
     # the learner restarts from a checkpoint at a lower version: the groups that play its former life's
     # versions 1 and 8 are answered by no one, until the new life (version 5) takes them over
