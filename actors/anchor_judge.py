@@ -39,6 +39,7 @@ from typing import Any
 import ray
 import torch
 
+from actors.loop import CONTROL_OPTIONS, control, one_loop
 from envs import game_info
 from league.anchors import anchor_ratings, anchored_elo
 from league.config import Config
@@ -72,9 +73,11 @@ class AnchorJudgeImpl:
         self.rounds = 0  # loop turns, idle ones too (as Evaluator.get_stats)
         self.judged = 0  # rounds that scored at least one subject
 
+    @control
     def get_stats(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "rounds": self.rounds, "judged": self.judged}
 
+    @control
     def stop(self) -> None:
         self._stop.set()
 
@@ -138,6 +141,7 @@ class AnchorJudgeImpl:
         ray.get(self.coordinator.record_measurement.remote(TEAM_TRACE, trace["score"], {
             **trace, "agent": ids[best], "pool_version": pool_version}))
 
+    @one_loop
     def run(self) -> int:
         every = self.cfg.evaluator.anchor_every_seconds
         next_at = time.time()  # the first round as soon as the pool has a subject
@@ -159,4 +163,5 @@ class AnchorJudgeImpl:
         return self.judged
 
 
-AnchorJudge = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=2)(AnchorJudgeImpl)
+AnchorJudge = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=2,
+                         **CONTROL_OPTIONS)(AnchorJudgeImpl)

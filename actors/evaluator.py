@@ -24,6 +24,7 @@ import ray
 import torch
 
 from actors import heap, priority
+from actors.loop import CONTROL_OPTIONS, control, one_loop
 from actors.outbox import Outbox
 from envs import make_game
 from envs.base import utility_range
@@ -102,9 +103,11 @@ class EvaluatorImpl:
         self.evaluated = 0
         self.rounds = 0
 
+    @control
     def stop(self) -> None:
         self._stop.set()
 
+    @control
     def get_stats(self) -> dict[str, Any]:
         """This life's work: loop rounds done (idle ones too) and pairs evaluated; games in
         acknowledged result batches (every life)."""
@@ -150,6 +153,7 @@ class EvaluatorImpl:
         return ray.get(self.coordinator.publish.remote(ids, weights.tolist(), pool_version,
                                                        time.perf_counter() - start))
 
+    @one_loop
     def run(self) -> int:
         if not self.exact:  # sampled games yield the cores to learning (exact rounds are short and paced)
             priority.lower_priority(self.cfg.evaluator.nice)
@@ -348,4 +352,5 @@ class EvaluatorImpl:
         return scores
 
 
-Evaluator = ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0.25, max_concurrency=2)(EvaluatorImpl)
+Evaluator = ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0.25, max_concurrency=2,
+                       **CONTROL_OPTIONS)(EvaluatorImpl)

@@ -32,12 +32,14 @@ from league.config import Config, ConfigError
 from league.league import learner_ids
 from league.sizing import Resources, plan
 from serve.api import ApiUnavailable, start_api, stop_api
-from serve.opponents import APP_NAME as OPPONENTS_APP, deploy_opponents
+from serve.opponents import APP_NAME as OPPONENTS_APP, SERVED_TIMEOUT_S, deploy_opponents
 
 log = logging.getLogger(__name__)
 PLACEMENT_TIMEOUT_SECONDS = 120.0  # a learner group's placement group waits this long for room on the cluster
 PYTHON_FIX = 'LeagueRun.start("{}")'  # how a caller of ``start`` names a config file (``load_checked``'s ``fix``)
 FINAL_SETTLE_SECONDS = 60.0  # at a stop, the longest the evaluators measure the last snapshots
+# at a stop, the longest a loop may take to see its stop flag: longer than a worker waits for served moves
+LOOP_STOP_SECONDS = SERVED_TIMEOUT_S + 60.0
 
 
 def override_texts(overrides: Mapping[str, Any] | Iterable[str] = ()) -> list[str]:
@@ -321,7 +323,12 @@ class LeagueRun:
         actors = {**self.workers, **self.evaluators}
         for name, ref in self.runs.items():
             try:
-                ray.get(ref, timeout=120)
+                ray.get(ref, timeout=LOOP_STOP_SECONDS)
+            except ray.exceptions.GetTimeoutError:
+                # still running: a second loop beside it would play the same outbox; what it staged
+                # and was not acknowledged is re-sent by its next start
+                log.warning("%s did not stop within %.0f s; its unacknowledged batch stays in its outbox",
+                            name, LOOP_STOP_SECONDS)
             except ray.exceptions.RayError as exc:
                 log.warning("%s did not stop cleanly: %s", name, str(exc).strip().splitlines()[-1][:300])
                 # Its loop died (a killed actor, since restarted): one more pass with the stop flag

@@ -22,6 +22,7 @@ from typing import Any
 import ray
 import torch
 
+from actors.loop import CONTROL_OPTIONS, control, one_loop
 from league.config import Config
 from league.measures import PROBE
 from evaluation.best_response import ProbeConfig, probe
@@ -40,10 +41,12 @@ class ProberImpl:
         self.probes = 0
         self.rounds = 0
 
+    @control
     def get_stats(self) -> dict[str, Any]:
         """This life's work, as ``Evaluator.get_stats``: loop rounds (idle ones too) and probes done."""
         return {"pid": os.getpid(), "rounds": self.rounds, "probes": self.probes}
 
+    @control
     def stop(self) -> None:
         self._stop.set()
 
@@ -68,6 +71,7 @@ class ProberImpl:
         ray.get(self.coordinator.record_measurement.remote(PROBE, out["br_return"], data))
         return {"br_return": out["br_return"], **data}
 
+    @one_loop
     def run(self) -> int:
         every = self.cfg.evaluator.probe_every_seconds
         next_at = time.time() + every
@@ -83,4 +87,4 @@ class ProberImpl:
         return self.probes
 
 
-Prober = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=2)(ProberImpl)
+Prober = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=2, **CONTROL_OPTIONS)(ProberImpl)

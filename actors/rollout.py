@@ -30,6 +30,7 @@ from typing import Any
 import ray
 import torch
 
+from actors.loop import CONTROL_OPTIONS, control, one_loop
 from actors.opponents import InProcessOpponents
 from actors.outbox import Outbox
 from envs import make_game
@@ -186,9 +187,11 @@ class RolloutWorkerImpl:
         self.stage = stage
         self.lanes.set_games(self._games(stage), report_games=stage == last)
 
+    @control
     def stop(self) -> None:
         self._stop.set()
 
+    @control
     def get_stats(self) -> dict[str, Any]:
         """Env steps, episodes, transitions submitted, matches drawn per matchmaking branch and
         result batches (games) acknowledged, in this life; ``games_acked_all_lives`` from the outbox
@@ -217,6 +220,7 @@ class RolloutWorkerImpl:
             log.warning("%s: could not refresh the match plan of %s", self.worker_id, self.learner_id)
 
     # -- the loop ------------------------------------------------------------------
+    @one_loop
     def run(self) -> dict[str, Any]:
         cfg = self.cfg.rollout
         self._send_pending()
@@ -348,4 +352,5 @@ class RolloutWorkerImpl:
 
 # The worker loop is synchronous: its Serve handles run their routers in a loop of their own
 # (serve.opponents.sync_handle).
-RolloutWorker = ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0.5, max_concurrency=2)(RolloutWorkerImpl)
+RolloutWorker = ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0.5, max_concurrency=2,
+                           **CONTROL_OPTIONS)(RolloutWorkerImpl)

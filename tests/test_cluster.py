@@ -306,12 +306,21 @@ def test_node_loss_restarts_its_actors_elsewhere_and_loses_nothing_acknowledged(
 
     # What was acknowledged before the kill: result batches by every rollout worker, snapshots by every learner.
     worker_names = [n for n in actors if n.startswith("worker:")]
-    acked = {n: ray.get(ray.get_actor(n, namespace="league").get_stats.remote(), timeout=30) for n in worker_names}
+
+    seen = {}
+
+    def every_worker_acked():  # a loaded machine may start a worker's loop after the pool has snapshots
+        seen.update({n: ray.get(ray.get_actor(n, namespace="league").get_stats.remote(), timeout=30)
+                     for n in worker_names})
+        return dict(seen) if all(seen[n]["results_acked"] > 0 for n in worker_names) else None
+    try:
+        acked = wait_for(every_worker_acked, timeout=120, what="result batches acknowledged by every rollout worker")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the workers' stats: {seen}") from None
     snapshots = set()
     for name in (n for n in actors if n.startswith("learner:")):
         snapshots |= set(ray.get(ray.get_actor(name, namespace="league").info.remote(), timeout=60)["snapshots_acked"])
     snapshots |= {a["agent_id"] for a in ray.get(coordinator().pool.remote(), timeout=30)}
-    assert all(s["results_acked"] > 0 for s in acked.values())
 
     kill_node(cluster["workers"][victim_id])
     killed_at = status()["games"]
