@@ -33,19 +33,14 @@ setup: $(STAMP)
 run: setup
 	$(PY) -m actors.launch $(ARGS)
 
-# The tests that start no Ray run first, in two processes; then the tests that start Ray, one
-# after another (one local Ray at a time), on an otherwise idle machine: run beside them, the pure
-# tests slow their leagues (docs/results.md, "The test suite's time"). The Ray half collects only
-# the files that mark tests `pytest.mark.ray`. Either half may select nothing when PYTEST_ARGS
-# names tests of the other kind; both selecting nothing (exit code 5) fails. The venv and the
-# Debian packages the tests need are set up side by side.
-RAY_TEST_FILES = $(shell grep -l 'mark\.ray' tests/test_*.py)
+# The tests that start Ray run one after another (one local Ray at a time); the tests that start no
+# Ray run beside them in two processes, in a session whose autogroup is at nice 15, so that they
+# take the cores the leagues leave idle and little else (tests/halves.py; one after the other where the kernel
+# has no autogroups). Either half may select nothing when PYTEST_ARGS names tests of the other kind;
+# both selecting nothing (exit code 5) fails. The venv and the Debian packages the tests need are
+# set up side by side.
 test: test-setup lint-imports
-	@$(PY) -m pytest -q -n 2 -m "not ray" $(PYTEST_ARGS); pure=$$?; \
-	$(PY) -m pytest -q -m ray --durations=15 $(or $(PYTEST_ARGS),$(RAY_TEST_FILES)); ray=$$?; \
-	echo "make test: pure tests exit $$pure, Ray tests exit $$ray"; \
-	if [ $$pure = 5 ] && [ $$ray = 5 ]; then exit 5; fi; \
-	[ $$pure = 0 -o $$pure = 5 ] && [ $$ray = 0 -o $$ray = 5 ]
+	@$(PY) tests/halves.py $(PYTEST_ARGS)
 
 test-fast: setup lint-imports
 	$(PY) -m pytest -q -n auto -m "not ray and not slow" $(PYTEST_ARGS)
