@@ -5,9 +5,9 @@ The launcher (``actors.league_run.LeagueRun.supervise``) calls ``run`` again whe
 holds ends, with an error too. Ray reports some calls lost that did start ("the task may or may not
 have been executed on the actor", an actor just restarted after its node died), so a second ``run``
 can arrive while a loop runs. ``one_loop`` makes that call wait for the running loop and return its
-result, rather than start a second loop beside it. ``stop`` and ``get_stats`` run in a concurrency
-group of their own (``CONTROL``), so that no number of waiting ``run`` calls keeps them from the
-actor.
+result, rather than start a second loop beside it. ``stop`` and ``get_stats`` (marked ``control``)
+run in a concurrency group of their own, so that no number of waiting ``run`` calls keeps them
+from the actor.
 """
 
 from __future__ import annotations

@@ -75,6 +75,9 @@ def test_stop_reaches_an_actor_whose_run_slots_are_all_taken(ray_local):
     time.sleep(0.5)
     assert ray_local.get(actor.get_stats.remote(), timeout=30) == {"loops": 1, "most_running": 1}
     ray_local.get(actor.stop.remote(), timeout=30)
-    assert sorted(ray_local.get(runs, timeout=60)) == [1, 1, 2]  # the third ran once a thread was free
-    assert ray_local.get(actor.get_stats.remote(), timeout=30)["most_running"] == 1
+    # every call returns: the loop's, one that waited for it, and the third, which once a thread was
+    # free either waited too or ran a loop that found the stop set (in whatever order Ray ran them)
+    results = ray_local.get(runs, timeout=60)
+    stats = ray_local.get(actor.get_stats.remote(), timeout=30)
+    assert 1 in results and max(results) == stats["loops"] <= 2 and stats["most_running"] == 1
     ray_local.kill(actor)
