@@ -325,17 +325,18 @@ class LeagueRun:
             try:
                 ray.get(ref, timeout=LOOP_STOP_SECONDS)
             except ray.exceptions.GetTimeoutError:
-                # still running: a second loop beside it would play the same outbox; what it staged
-                # and was not acknowledged is re-sent by its next start
+                # still running (a served wait, a full disk): another run would only wait for it;
+                # what it staged and was not acknowledged is re-sent by its next start
                 log.warning("%s did not stop within %.0f s; its unacknowledged batch stays in its outbox",
                             name, LOOP_STOP_SECONDS)
             except ray.exceptions.RayError as exc:
                 log.warning("%s did not stop cleanly: %s", name, str(exc).strip().splitlines()[-1][:300])
                 # Its loop died (a killed actor, since restarted): one more pass with the stop flag
-                # set, which only re-sends the batch it had staged and returns.
+                # set, which only re-sends the batch it had staged and returns; where Ray lost the
+                # call and the loop runs on, the pass waits for that loop (actors.loop).
                 try:
                     ray.get(actors[name].stop.remote(), timeout=120)
-                    ray.get(actors[name].run.remote(), timeout=120)
+                    ray.get(actors[name].run.remote(), timeout=LOOP_STOP_SECONDS)
                 except ray.exceptions.RayError as exc2:
                     log.warning("%s could not flush its outbox: %s", name, str(exc2).strip().splitlines()[-1][:300])
         self._final_snapshots()

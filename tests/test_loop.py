@@ -1,5 +1,6 @@
 """actors.loop: one run loop a process, and a stop that gets through however many ``run`` calls wait."""
 
+import linecache
 import sys
 import threading
 import time
@@ -10,10 +11,11 @@ from actors.loop import CONTROL_OPTIONS, control, one_loop
 
 
 class Looping:
-    """A league actor's shape: ``run`` loops until ``stop``; it counts the loops that ran."""
+    """A league actor's shape: ``run`` loops until ``stop``; it counts the calls and the loops that ran."""
 
     def __init__(self):
         self._stop = threading.Event()
+        self.calls = 0
         self.loops = 0
         self.running = 0
         self.most_running = 0
@@ -25,10 +27,15 @@ class Looping:
 
     @control
     def get_stats(self) -> dict:
-        return {"loops": self.loops, "most_running": self.most_running}
+        return {"calls": self.calls, "loops": self.loops, "most_running": self.most_running}
+
+    def run(self) -> int:
+        with self.lock:
+            self.calls += 1
+        return self._loop()
 
     @one_loop
-    def run(self) -> int:
+    def _loop(self) -> int:
         with self.lock:
             self.loops += 1
             self.running += 1
@@ -40,6 +47,13 @@ class Looping:
         return self.loops
 
 
+def waiting_for_the_loop(thread: threading.Thread) -> bool:
+    """``thread`` blocks in ``one_loop`` on the running loop's lock."""
+    frame = sys._current_frames().get(thread.ident)
+    return (frame is not None and frame.f_code.co_name == "guarded"
+            and "with lock" in linecache.getline(frame.f_code.co_filename, frame.f_lineno))
+
+
 def test_a_second_run_waits_for_the_running_loop_and_returns_its_result():
     actor = Looping()
     results = []
@@ -49,8 +63,11 @@ def test_a_second_run_waits_for_the_running_loop_and_returns_its_result():
         time.sleep(0.01)
     for t in threads[1:]:
         t.start()
-    time.sleep(0.2)
-    assert actor.loops == 1 and all(t.is_alive() for t in threads)  # the later calls wait, none loops
+    deadline = time.time() + 30
+    while not all(waiting_for_the_loop(t) for t in threads[1:]) and time.time() < deadline:
+        time.sleep(0.01)
+    assert all(waiting_for_the_loop(t) for t in threads[1:])  # the later calls wait, none loops
+    assert actor.loops == 1 and threads[0].is_alive()
     actor.stop()
     for t in threads:
         t.join(timeout=10)
@@ -70,10 +87,10 @@ def test_stop_reaches_an_actor_whose_run_slots_are_all_taken(ray_local):
     actor = ray_local.remote(max_concurrency=2, **CONTROL_OPTIONS)(Looping).remote()
     runs = [actor.run.remote() for _ in range(3)]
     deadline = time.time() + 60
-    while ray_local.get(actor.get_stats.remote(), timeout=30)["loops"] == 0 and time.time() < deadline:
+    while ray_local.get(actor.get_stats.remote(), timeout=30)["calls"] < 2 and time.time() < deadline:
         time.sleep(0.1)
-    time.sleep(0.5)
-    assert ray_local.get(actor.get_stats.remote(), timeout=30) == {"loops": 1, "most_running": 1}
+    # both threads taken, by the loop and a call that waits for it; the third call queued
+    assert ray_local.get(actor.get_stats.remote(), timeout=30) == {"calls": 2, "loops": 1, "most_running": 1}
     ray_local.get(actor.stop.remote(), timeout=30)
     # every call returns: the loop's, one that waited for it, and the third, which once a thread was
     # free either waited too or ran a loop that found the stop set (in whatever order Ray ran them)
